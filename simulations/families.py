@@ -1,0 +1,342 @@
+"""Transform families: step laws A_t, each a frozen dataclass that samples ``Steps``.
+
+The protocol every family satisfies (built-in or user-defined) is ``Family``: a ``dim`` and
+``sample(rng, n_steps, batch) -> Steps``.  That is all the estimators, checks and figures use, so a new
+family plugs in without touching the engine (see ``simulations.examples`` and the README).
+
+Built-ins (``FAMILIES``; ``accum families`` prints their parameters and ranges):
+
+rope             A_t = R(omega), omega_b = base^(-2b/d)          (position-indexed, deterministic)
+so2-accumulated  A_t = diag_b R(theta_tb), theta from an angle law or a per-token table
+householder      A_t = I - beta w_t w_t^T (PaTH), w_t uniform on S^{d-1} or one unit vector per token
+haar             A_t Haar on O(d) or SO(d) (QR with the sign fix, Mezzadri 2007)
+givens           rotation by N(0, sigma^2) in a uniformly random coordinate plane
+lie-walk         A_t = expm(X), X = sum_{i<j} g_ij (e_i e_j^T - e_j e_i^T), g_ij ~ N(0, sigma^2)
+nope             A_t = I (no transport; the ALiBi / NoPE baseline)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, Union, runtime_checkable
+
+import numpy as np
+import scipy.linalg
+
+from .conventions import rope_frequencies
+from .params import ParamError, ParamSpec, resolve
+from .steps import AngleSteps, DenseSteps, HouseholderSteps
+
+Steps = Union[AngleSteps, HouseholderSteps, DenseSteps]
+
+
+@runtime_checkable
+class Family(Protocol):
+    """What a transform family must provide.
+
+    dim: the size d of each step matrix.
+    sample(rng, n_steps, batch): ``batch`` independent sequences of ``n_steps`` steps, as one of the
+    ``Steps`` forms (``DenseSteps`` of shape (batch, n_steps, d, d) float64 always works).
+    """
+
+    dim: int
+
+    def sample(self, rng: np.random.Generator, n_steps: int, batch: int) -> Steps: ...
+
+
+def check_sample_size(n_steps: int, batch: int) -> None:
+    """Raise ``ParamError`` unless n_steps >= 1 and batch >= 1 are integers."""
+    for name, value in (("n_steps", n_steps), ("batch", batch)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ParamError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+_DIM_EVEN = ParamSpec("dim", "int", 16, "head dimension d (even: d/2 SO(2) planes)", lo=2, hi=4096, even=True)
+_DIM_ANY = ParamSpec("dim", "int", 16, "dimension d", lo=1, hi=4096)
+_BASE = ParamSpec("base", "float", 10000.0, "RoPE frequency base", lo=1.0, lo_open=True)
+
+
+class BuiltinFamily:
+    """Mixin for built-ins: parameters declared in ``PARAMS`` are validated on construction."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    PARAMS: ClassVar[tuple[ParamSpec, ...]]
+
+    def __post_init__(self) -> None:
+        for spec in self.PARAMS:
+            spec.validate(getattr(self, spec.name))
+        self._check()
+
+    def _check(self) -> None:
+        """Cross-parameter constraints (none by default)."""
+
+    @classmethod
+    def from_params(cls, **given: Any) -> "BuiltinFamily":
+        return cls(**resolve(cls.PARAMS, given, cls.name))
+
+    def params(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def token_sequence(rng: np.random.Generator, batch: int, n: int, vocab: int, source: str, stay: float) -> np.ndarray:
+    """Token ids x_t, shape (batch, n), int64.
+
+    iid:    x_t uniform on {0..V-1}.
+    markov: x_0 uniform; x_t = x_{t-1} with probability ``stay``, else a fresh uniform draw, i.e. the
+            transition matrix P = stay I + (1 - stay) 11^T / V (reversible, uniform stationary law).
+    """
+    fresh = rng.integers(vocab, size=(batch, n))
+    if source == "iid":
+        return fresh
+    redraw = rng.random((batch, n)) >= stay
+    redraw[:, 0] = True
+    last = np.maximum.accumulate(np.where(redraw, np.arange(n), 0), axis=1)
+    return np.take_along_axis(fresh, last, axis=1)
+
+
+ANGLE_LAWS = ("gaussian", "uniform", "vonmises", "wrapped-cauchy", "lattice", "rope-uniform", "token")
+
+
+@dataclass(frozen=True)
+class Rope(BuiltinFamily):
+    name: ClassVar[str] = "rope"
+    summary: ClassVar[str] = "RoPE: A_t = R(omega), omega_b = base^(-2b/d); position-indexed, not random"
+    PARAMS: ClassVar[tuple[ParamSpec, ...]] = (_DIM_EVEN, _BASE)
+    dim: int = 16
+    base: float = 10000.0
+
+    def sample(self, rng: np.random.Generator, n_steps: int, batch: int) -> AngleSteps:
+        check_sample_size(n_steps, batch)
+        omega = rope_frequencies(self.dim, self.base)
+        return AngleSteps(np.broadcast_to(omega, (batch, n_steps, self.dim // 2)).copy())
+
+
+@dataclass(frozen=True)
+class SO2Accumulated(BuiltinFamily):
+    name: ClassVar[str] = "so2-accumulated"
+    summary: ClassVar[str] = "block SO(2) with per-plane angles summed over tokens (random or token-dependent)"
+    PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
+        _DIM_EVEN,
+        ParamSpec("law", "choice", "gaussian", "angle law", choices=ANGLE_LAWS),
+        ParamSpec("mu", "float", 0.0, "location (gaussian, vonmises, wrapped-cauchy)"),
+        ParamSpec("sigma", "float", 0.5, "gaussian standard deviation", lo=0.0),
+        ParamSpec("a", "float", 1.0, "uniform half-width: theta ~ U(-a, a)", lo=0.0),
+        ParamSpec("kappa", "float", 4.0, "von Mises concentration", lo=0.0),
+        ParamSpec("gamma", "float", 0.2, "wrapped-Cauchy scale", lo=0.0),
+        ParamSpec("m", "int", 2, "lattice: theta uniform on offset + 2 pi k / m", lo=1, hi=1_000_000),
+        ParamSpec("offset", "float", 0.0, "lattice offset"),
+        _BASE,
+        ParamSpec("vocab", "int", 8, "token law: vocabulary size", lo=1, hi=1_000_000),
+        ParamSpec("source", "choice", "iid", "token law: token source", choices=("iid", "markov")),
+        ParamSpec("stay", "float", 0.5, "token law, markov: probability of repeating a token", lo=0.0, hi=1.0, hi_open=True),
+        ParamSpec("table_sigma", "float", 1.0, "token law: angle table entries ~ N(0, table_sigma^2)", lo=0.0),
+        ParamSpec("table_seed", "int", 0, "token law: seed of the angle table", lo=0, hi=2**63 - 1),
+    )
+    dim: int = 16
+    law: str = "gaussian"
+    mu: float = 0.0
+    sigma: float = 0.5
+    a: float = 1.0
+    kappa: float = 4.0
+    gamma: float = 0.2
+    m: int = 2
+    offset: float = 0.0
+    base: float = 10000.0
+    vocab: int = 8
+    source: str = "iid"
+    stay: float = 0.5
+    table_sigma: float = 1.0
+    table_seed: int = 0
+
+    def angle_table(self) -> np.ndarray:
+        """Per-token angles, (vocab, d/2): default_rng(table_seed).normal(0, table_sigma)."""
+        return np.random.default_rng(self.table_seed).normal(0.0, self.table_sigma, size=(self.vocab, self.dim // 2))
+
+    def sample(self, rng: np.random.Generator, n_steps: int, batch: int) -> AngleSteps:
+        check_sample_size(n_steps, batch)
+        shape = (batch, n_steps, self.dim // 2)
+        law = self.law
+        if law == "gaussian":
+            theta = rng.normal(self.mu, self.sigma, shape)
+        elif law == "uniform":
+            theta = rng.uniform(-self.a, self.a, shape)
+        elif law == "vonmises":
+            theta = rng.vonmises(self.mu, self.kappa, shape)
+        elif law == "wrapped-cauchy":
+            theta = np.mod(self.mu + self.gamma * rng.standard_cauchy(shape), 2 * math.pi)
+        elif law == "lattice":
+            theta = self.offset + (2 * math.pi / self.m) * rng.integers(self.m, size=shape)
+        elif law == "rope-uniform":
+            theta = rng.uniform(-1.0, 1.0, shape) * rope_frequencies(self.dim, self.base)
+        else:
+            tokens = token_sequence(rng, batch, n_steps, self.vocab, self.source, self.stay)
+            theta = self.angle_table()[tokens]
+        return AngleSteps(theta)
+
+
+@dataclass(frozen=True)
+class Householder(BuiltinFamily):
+    name: ClassVar[str] = "householder"
+    summary: ClassVar[str] = "PaTH: A_t = I - beta w w^T; orthogonal for beta in {0, 2}, contractive otherwise"
+    PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
+        _DIM_ANY,
+        ParamSpec("beta", "float", 1.0, "strength (2 = exact reflection)", lo=0.0, hi=2.0),
+        ParamSpec("w", "choice", "sphere", "direction law", choices=("sphere", "token")),
+        ParamSpec("vocab", "int", 8, "w=token: vocabulary size (tokens iid uniform)", lo=1, hi=1_000_000),
+        ParamSpec("table_seed", "int", 0, "w=token: seed of the unit-vector table", lo=0, hi=2**63 - 1),
+    )
+    dim: int = 16
+    beta: float = 1.0
+    w: str = "sphere"
+    vocab: int = 8
+    table_seed: int = 0
+
+    def direction_table(self) -> np.ndarray:
+        """Unit vectors per token, (vocab, d): normalised default_rng(table_seed) Gaussian rows."""
+        g = np.random.default_rng(self.table_seed).normal(size=(self.vocab, self.dim))
+        return g / np.linalg.norm(g, axis=1, keepdims=True)
+
+    def sample(self, rng: np.random.Generator, n_steps: int, batch: int) -> HouseholderSteps:
+        check_sample_size(n_steps, batch)
+        if self.w == "sphere":
+            g = rng.normal(size=(batch, n_steps, self.dim))
+            w = g / np.linalg.norm(g, axis=2, keepdims=True)
+        else:
+            w = self.direction_table()[rng.integers(self.vocab, size=(batch, n_steps))]
+        return HouseholderSteps(w, np.full((batch, n_steps), self.beta))
+
+
+def haar_orthogonal(rng: np.random.Generator, shape: tuple[int, ...], dim: int, special: bool) -> np.ndarray:
+    """Haar-distributed O(d) (or SO(d)) matrices, shape shape + (d, d).
+
+    Q R = G with G Gaussian; Q diag(sign(diag R)) is Haar on O(d) (Mezzadri, Notices AMS 2007).
+    For SO(d) the first column is negated where det = -1 (a measure-preserving bijection O^- -> SO).
+    """
+    q, r = np.linalg.qr(rng.normal(size=shape + (dim, dim)))
+    q = q * np.sign(np.diagonal(r, axis1=-2, axis2=-1))[..., None, :]
+    if special:
+        flip = np.linalg.det(q) < 0
+        q[flip, :, 0] *= -1.0
+    return q
+
+
+@dataclass(frozen=True)
+class Haar(BuiltinFamily):
+    name: ClassVar[str] = "haar"
+    summary: ClassVar[str] = "Haar-random steps on O(d) or SO(d): incoherent after one step"
+    PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
+        _DIM_ANY,
+        ParamSpec("group", "choice", "O", "group", choices=("O", "SO")),
+    )
+    dim: int = 16
+    group: str = "O"
+
+    def sample(self, rng: np.random.Generator, n_steps: int, batch: int) -> DenseSteps:
+        check_sample_size(n_steps, batch)
+        return DenseSteps(haar_orthogonal(rng, (batch, n_steps), self.dim, self.group == "SO"))
+
+
+@dataclass(frozen=True)
+class Givens(BuiltinFamily):
+    name: ClassVar[str] = "givens"
+    summary: ClassVar[str] = "rotation by N(0, sigma^2) in a uniformly random coordinate plane (i, j)"
+    PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
+        ParamSpec("dim", "int", 16, "dimension d", lo=2, hi=4096),
+        ParamSpec("sigma", "float", 1.0, "angle standard deviation", lo=0.0),
+    )
+    dim: int = 16
+    sigma: float = 1.0
+
+    def sample(self, rng: np.random.Generator, n_steps: int, batch: int) -> DenseSteps:
+        check_sample_size(n_steps, batch)
+        i = rng.integers(self.dim, size=(batch, n_steps))
+        j = (i + rng.integers(1, self.dim, size=(batch, n_steps))) % self.dim
+        angle = rng.normal(0.0, self.sigma, (batch, n_steps))
+        a = np.broadcast_to(np.eye(self.dim), (batch, n_steps, self.dim, self.dim)).copy()
+        bb, tt = np.indices((batch, n_steps))
+        c, s = np.cos(angle), np.sin(angle)
+        a[bb, tt, i, i], a[bb, tt, j, j] = c, c
+        a[bb, tt, i, j], a[bb, tt, j, i] = -s, s
+        return DenseSteps(a)
+
+
+@dataclass(frozen=True)
+class LieWalk(BuiltinFamily):
+    name: ClassVar[str] = "lie-walk"
+    summary: ClassVar[str] = "A_t = expm(X), X skew with i.i.d. N(0, sigma^2) entries above the diagonal"
+    PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
+        ParamSpec("dim", "int", 8, "dimension d", lo=2, hi=1024),
+        ParamSpec("sigma", "float", 0.3, "scale of the skew generator", lo=0.0),
+    )
+    dim: int = 8
+    sigma: float = 0.3
+
+    def sample(self, rng: np.random.Generator, n_steps: int, batch: int) -> DenseSteps:
+        check_sample_size(n_steps, batch)
+        g = np.triu(rng.normal(0.0, self.sigma, (batch, n_steps, self.dim, self.dim)), 1)
+        return DenseSteps(scipy.linalg.expm(g - np.swapaxes(g, -1, -2)))
+
+
+@dataclass(frozen=True)
+class NoPE(BuiltinFamily):
+    name: ClassVar[str] = "nope"
+    summary: ClassVar[str] = "A_t = I: no transport (NoPE; with an ALiBi bias, the ALiBi baseline)"
+    PARAMS: ClassVar[tuple[ParamSpec, ...]] = (_DIM_EVEN,)
+    dim: int = 16
+
+    def sample(self, rng: np.random.Generator, n_steps: int, batch: int) -> AngleSteps:
+        check_sample_size(n_steps, batch)
+        return AngleSteps(np.zeros((batch, n_steps, self.dim // 2)))
+
+
+FAMILIES: dict[str, type[BuiltinFamily]] = {
+    cls.name: cls for cls in (Rope, SO2Accumulated, Householder, Haar, Givens, LieWalk, NoPE)
+}
+
+
+def make_family(name: str, **params: Any) -> Family:
+    """Build a family by name with validated parameters (strings are parsed as on the command line).
+
+    ``name`` is a built-in name or ``"package.module:ClassName"`` for a user family; a user class with a
+    ``PARAMS`` tuple of ``ParamSpec`` gets the same parsing and validation, otherwise parameters are passed
+    to its constructor as floats (ints when integral).
+    """
+    if name in FAMILIES:
+        return FAMILIES[name].from_params(**params)
+    if ":" not in name:
+        raise ParamError(f"unknown family {name!r}; built-in: {', '.join(FAMILIES)} (or module:Class)")
+    module_name, _, cls_name = name.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), cls_name)
+    except (ImportError, AttributeError) as err:
+        raise ParamError(f"family {name!r}: cannot import {cls_name!r} from {module_name!r} ({err})") from None
+    specs = getattr(cls, "PARAMS", None)
+    kwargs = resolve(specs, params, name) if specs else {k: _number(k, v) for k, v in params.items()}
+    family = cls(**kwargs)
+    if not isinstance(family, Family):
+        raise ParamError(f"family {name!r} does not implement the Family protocol (dim, sample)")
+    return family
+
+
+def _number(key: str, text: Any) -> float | int:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ParamError(f"parameter {key!r}: {text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ParamError(f"parameter {key!r} = {text!r} is not finite")
+    return int(value) if value.is_integer() else value
+
+
+def family_params(family: Family) -> dict[str, Any]:
+    """The family's parameters as a plain dict (its dataclass fields), for saving with results."""
+    return dataclasses.asdict(family) if dataclasses.is_dataclass(family) else {"dim": family.dim}
+
+
+def family_name(family: Family) -> str:
+    """Registry name for built-ins, ``module:Class`` otherwise."""
+    return getattr(family, "name", None) or f"{type(family).__module__}:{type(family).__qualname__}"

@@ -1,0 +1,119 @@
+"""Declared, validated parameters for transform families and estimator options.
+
+Every family lists its parameters as ``ParamSpec`` entries; the same entries parse command-line strings
+(``--param beta=1``), check ranges, and describe the family in ``accum families``.  A value outside its
+range raises ``ParamError`` naming the parameter and the allowed range; nothing is clipped.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+
+class ParamError(ValueError):
+    """A parameter is missing, unknown, of the wrong type or outside its allowed range."""
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One parameter: its type, default and allowed range.
+
+    kind is "int", "float" or "choice".  For numbers, [lo, hi] bounds the value; ``lo_open`` /
+    ``hi_open`` make the bound strict.  ``even`` requires an even integer (SO(2) planes).
+    """
+
+    name: str
+    kind: str
+    default: Any
+    doc: str
+    lo: float = -math.inf
+    hi: float = math.inf
+    lo_open: bool = False
+    hi_open: bool = False
+    choices: tuple[str, ...] = ()
+    even: bool = False
+
+    def allowed(self) -> str:
+        """Human-readable allowed range, e.g. ``[0, 2]`` or ``one of gaussian, uniform``."""
+        if self.kind == "choice":
+            return "one of " + ", ".join(self.choices)
+        left = "(" if self.lo_open or math.isinf(self.lo) else "["
+        right = ")" if self.hi_open or math.isinf(self.hi) else "]"
+        rng = f"{left}{_fmt(self.lo)}, {_fmt(self.hi)}{right}"
+        if self.kind == "int":
+            return ("an even integer in " if self.even else "an integer in ") + rng
+        return "a finite number in " + rng
+
+    def parse(self, text: str) -> Any:
+        """Convert a command-line string to this parameter's type, then validate it."""
+        try:
+            if self.kind == "int":
+                as_float = float(text)
+                if not as_float.is_integer():
+                    raise ValueError
+                value: Any = int(as_float)
+            elif self.kind == "float":
+                value = float(text)
+            else:
+                value = str(text)
+        except ValueError:
+            raise ParamError(f"parameter {self.name!r}: cannot read {text!r}; allowed: {self.allowed()}") from None
+        return self.validate(value)
+
+    def validate(self, value: Any) -> Any:
+        """Return ``value`` if it lies in the allowed range, else raise ``ParamError``."""
+        if self.kind == "choice":
+            if value not in self.choices:
+                raise ParamError(f"parameter {self.name!r} = {value!r} is not allowed; allowed: {self.allowed()}")
+            return value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ParamError(f"parameter {self.name!r} = {value!r} is not a number; allowed: {self.allowed()}")
+        if self.kind == "int" and float(value) != int(value):
+            raise ParamError(f"parameter {self.name!r} = {value!r} is not an integer; allowed: {self.allowed()}")
+        if not math.isfinite(value):
+            raise ParamError(f"parameter {self.name!r} = {value!r} is not finite; allowed: {self.allowed()}")
+        too_low = value <= self.lo if self.lo_open else value < self.lo
+        too_high = value >= self.hi if self.hi_open else value > self.hi
+        if too_low or too_high or (self.even and int(value) % 2):
+            raise ParamError(f"parameter {self.name!r} = {value!r} is out of range; allowed: {self.allowed()}")
+        return int(value) if self.kind == "int" else float(value)
+
+
+def _fmt(x: float) -> str:
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return f"{x:g}"
+
+
+def parse_assignments(items: Sequence[str] | None, option: str = "--param") -> dict[str, str]:
+    """Split ``["k=v", ...]`` into a dict; a malformed or repeated entry raises ``ParamError``."""
+    out: dict[str, str] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ParamError(f"{option} expects key=value, got {item!r}")
+        if key.strip() in out:
+            raise ParamError(f"{option} {key.strip()!r} given twice")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def resolve(specs: Sequence[ParamSpec], given: dict[str, Any], owner: str) -> dict[str, Any]:
+    """Defaults overlaid with ``given`` (strings are parsed), every value validated.
+
+    Unknown names raise ``ParamError`` listing the known ones.
+    """
+    by_name = {s.name: s for s in specs}
+    unknown = sorted(set(given) - set(by_name))
+    if unknown:
+        raise ParamError(f"{owner}: unknown parameter(s) {', '.join(unknown)}; known: {', '.join(by_name)}")
+    values = {}
+    for spec in specs:
+        if spec.name in given:
+            raw = given[spec.name]
+            values[spec.name] = spec.parse(raw) if isinstance(raw, str) else spec.validate(raw)
+        else:
+            values[spec.name] = spec.default
+    return values

@@ -1,0 +1,90 @@
+"""Result files: plain JSON with the full config, seed, package version and timings, written atomically.
+
+A result is written to a temporary file in the target directory, flushed and fsync'ed, then moved over the
+target with ``os.replace`` (atomic on POSIX), so a reader never sees half a file.  Reading validates the
+record and raises ``ResultError`` for anything truncated or malformed; nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SCHEMA = "accum.result/1"
+REQUIRED = ("schema", "kind", "config", "result", "version")
+
+
+class ResultError(ValueError):
+    """A result file is missing, truncated, corrupt or not an accum result."""
+
+
+def package_version() -> str:
+    try:
+        return metadata.version("accum")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def jsonable(obj: Any) -> Any:
+    """numpy scalars/arrays -> Python; non-finite floats -> strings "inf", "-inf", "nan" (strict JSON)."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return jsonable(obj.tolist())
+    if isinstance(obj, np.generic):
+        return jsonable(obj.item())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    return obj
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (temporary file + fsync + os.replace); returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
+    return atomic_write_text(path, json.dumps(jsonable(obj), indent=2, allow_nan=False) + "\n")
+
+
+def make_record(kind: str, config: dict, result: dict, seed: int | None, timings: dict) -> dict:
+    """The saved form of any accum result."""
+    return {"schema": SCHEMA, "kind": kind, "config": config, "seed": seed, "result": result,
+            "timings": timings, "version": package_version(),
+            "platform": {"python": platform.python_version(), "numpy": np.__version__}}
+
+
+def read_record(path: str | os.PathLike) -> dict:
+    """Load and validate a saved record; raises ``ResultError`` if it is unreadable or incomplete."""
+    path = Path(path)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ResultError(f"{path}: no such result file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ResultError(f"{path}: corrupt or half-written result ({err})") from None
+    if not isinstance(record, dict) or record.get("schema") != SCHEMA or any(k not in record for k in REQUIRED):
+        raise ResultError(f"{path}: not an accum result (schema {SCHEMA} with keys {', '.join(REQUIRED)})")
+    return record
