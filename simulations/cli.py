@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from .bench import add_bench
 from .families import FAMILIES
 from .measure import QUANTITIES, measure
 from .params import parse_assignments
@@ -52,4 +53,4 @@ def run_measure(args: argparse.Namespace) -> int:
     return 0
 
 
-SUBCOMMANDS = (add_families, add_measure)
+SUBCOMMANDS = (add_families, add_measure, add_bench)

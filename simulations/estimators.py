@@ -45,10 +45,10 @@ def unit_probe(dim: int) -> np.ndarray:
     return np.full(dim, 1.0 / np.sqrt(dim))
 
 
-def group_sizes(n_samples: int, groups: int = 16) -> list[int]:
-    """Split n_samples into min(groups, n_samples) near-equal group sizes."""
-    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 2:
-        raise ParamError(f"n_samples must be an integer >= 2 (a standard error needs two), got {n_samples!r}")
+def group_sizes(n_samples: int, groups: int = 16, least: int = 2) -> list[int]:
+    """Split n_samples (>= ``least``) into min(groups, n_samples) near-equal group sizes."""
+    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < least:
+        raise ParamError(f"n_samples must be an integer >= {least} (for a standard error), got {n_samples!r}")
     g = min(groups, n_samples)
     base, extra = divmod(n_samples, g)
     return [base + (i < extra) for i in range(g)]
@@ -61,9 +61,10 @@ def batches(size: int, per_sample: int) -> Iterator[int]:
         yield min(step, size - start)
 
 
-def grouped_sums(draw: Callable[[int], np.ndarray], n_samples: int, per_sample: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def grouped_sums(draw: Callable[[int], np.ndarray], n_samples: int, per_sample: int,
+                 least: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run ``draw(b) -> (b, ...)`` over all samples; per-group sums, per-group sums of squares, sizes."""
-    sizes = group_sizes(n_samples)
+    sizes = group_sizes(n_samples, least=least)
     sums, squares = [], []
     for size in sizes:
         parts = [draw(b) for b in batches(size, per_sample)]
@@ -117,12 +118,12 @@ def mean_product_sq(family: Family, n_steps: int, n_samples: int, rng: np.random
 
     With P_1..P_M i.i.d. products, (||sum_m P_m||_F^2 - sum_m ||P_m||_F^2) / (M (M-1)) is unbiased for
     ||E P||_F^2 (no noise floor, unlike the norm of the sample mean).  Equals |c|^2 when E P = c I.
-    Jackknife standard error over groups.
+    Jackknife standard error over groups (n_samples >= 4, so each left-out set still has two samples).
     """
     _check_steps(n_steps)
     d = family.dim
     eye = np.eye(d)
-    sizes = group_sizes(n_samples)
+    sizes = group_sizes(n_samples, least=4)
     sums, norms = [], []
     for size in sizes:
         s, nrm = 0.0, 0.0
@@ -186,7 +187,7 @@ def window(family: Family, context: int, n_samples: int, rng: np.random.Generato
     transport of q).  W counts the effectively coherent offsets: for c(Delta) = rho^Delta it is
     (1 - rho^{2T}) / (1 - rho^2) -> 1 / (1 - rho^2), finite for every T (claim C2); for RoPE it grows with T.
     Each c^2 is estimated without bias, (S^2 - sum x^2) / (n (n - 1)), so noise adds no spurious width;
-    jackknife standard error over groups.
+    jackknife standard error over groups (n_samples >= 4).
     """
     check_sample_size(context, 1)
     q = k = unit_probe(family.dim)
@@ -194,7 +195,7 @@ def window(family: Family, context: int, n_samples: int, rng: np.random.Generato
     def draw(b: int) -> np.ndarray:
         return family.sample(rng, context, b).transposed().bilinear(k, q)[:, :context]
 
-    sums, squares, sizes = grouped_sums(draw, n_samples, (context + 1) * family.dim)
+    sums, squares, sizes = grouped_sums(draw, n_samples, (context + 1) * family.dim, least=4)
 
     def width(total: np.ndarray, total_sq: np.ndarray, n: int) -> float:
         return float(np.sum((total**2 - total_sq) / (n * (n - 1)))) / float(q @ k) ** 2
@@ -240,7 +241,8 @@ def near_weight(family: Family, far_sizes: Sequence[int], s0: float, n_samples: 
     for Delta = 1..N with unit q = k, so |s_Delta + slope Delta| <= s0 for any orthogonal steps.  Near weight
         w(N) = e^{s0} / (e^{s0} + sum_{Delta=1}^N e^{s_Delta}).
     The far sum is streamed over Delta in chunks with a running log-sum-exp (memory O(chunk), any N):
-    the transported query x_Delta = A^T ... A^T q is carried across chunks.  extra holds the log far mass.
+    the transported query x_Delta = A^T ... A^T q is carried across chunks.  extra holds the far mass
+    M(N) = sum_Delta e^{s_Delta - s0} (an unbiased mean, E M = N E e^{s - s0} for stationary steps) and its log.
     """
     sizes = _check_sizes("far_sizes", far_sizes)
     if not np.isfinite(s0) or s0 <= 0:
@@ -268,10 +270,11 @@ def near_weight(family: Family, far_sizes: Sequence[int], s0: float, n_samples: 
             rows_w.append(1.0 / (1.0 + np.exp(lse - s0)))
         weights.append(np.array(rows_w).T)
         log_mass.append(np.array(rows_m).T)
-    w, lm = np.concatenate(weights), np.concatenate(log_mass)
-    n = w.shape[0]
+    w, lm = np.concatenate(weights), np.concatenate(log_mass) - s0
+    n, mass = w.shape[0], np.exp(lm)
     return Estimate(w.mean(axis=0), w.std(axis=0, ddof=1) / np.sqrt(n), n, {
-        "far_sizes": sizes, "log_far_mass": lm.mean(axis=0), "log_far_mass_stderr": lm.std(axis=0, ddof=1) / np.sqrt(n),
+        "far_sizes": sizes, "far_mass": mass.mean(axis=0), "far_mass_stderr": mass.std(axis=0, ddof=1) / np.sqrt(n),
+        "log_far_mass": lm.mean(axis=0), "log_far_mass_stderr": lm.std(axis=0, ddof=1) / np.sqrt(n),
         "s0": s0, "alibi_slope": alibi_slope})
 
 

@@ -45,3 +45,18 @@ def scores(mats: np.ndarray, q: np.ndarray, k: np.ndarray) -> np.ndarray:
             for j in range(i + 1):
                 out[b, i, j] = q[b, i] @ path_product(mats[b], i, j) @ k[b, j]
     return out
+
+
+def scores_dense_scan(mats: np.ndarray, q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """The same scores by a dense forward scan: V_t = A_t V_{t-1} with k_t appended, s_t. = q_t^T V_t.
+
+    O(T^2 d^2) with dense fp64 matmuls and one Python step per token; the baseline of ``accum bench``.
+    """
+    batch, t_len, d = q.shape
+    out = np.full((batch, t_len, t_len), np.nan)
+    for b in range(batch):
+        v = np.zeros((d, 0))
+        for t in range(t_len):
+            v = np.concatenate([mats[b, t] @ v, k[b, t][:, None]], axis=1) if t else k[b, :1].T.copy()
+            out[b, t, : t + 1] = q[b, t] @ v
+    return out

@@ -1,0 +1,97 @@
+"""``accum bench``: speed ratios of the fast paths against their baselines, measured in one run.
+
+Each entry times a fast path and its baseline on the same inputs (best of ``repeats`` wall-clock runs,
+after one warm-up) and reports fast/baseline (or baseline/fast for speed-ups) with the target from issue 2.
+Ratios, not absolute times, are the result: they transfer between machines far better.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from typing import Callable
+
+import numpy as np
+
+from . import estimators as est
+from . import reference
+from .families import make_family
+from .results import atomic_write_json, make_record
+
+
+def best_time(fn: Callable[[], object], repeats: int) -> float:
+    """Minimum wall-clock seconds of ``fn()`` over ``repeats`` runs after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def causal_qk(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Plain attention scores q k^T with the causal mask (NaN above the diagonal), the baseline."""
+    s = q @ np.swapaxes(k, -1, -2)
+    s[..., np.triu(np.ones(s.shape[-2:], dtype=bool), 1)] = np.nan
+    return s
+
+
+def _ratio(name: str, fast: float, base: float, target: float, kind: str) -> dict:
+    """kind 'slowdown': fast/base must be <= target; 'speedup': base/fast must be >= target."""
+    value = fast / base if kind == "slowdown" else base / fast
+    ok = value <= target if kind == "slowdown" else value >= target
+    return {"name": name, "fast_s": fast, "baseline_s": base, "ratio": value, "kind": kind, "target": target, "meets": ok}
+
+
+def run_benchmarks(repeats: int = 3, seed: int = 0) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    out = []
+    d = 64
+    t = 4096
+    q, k = rng.normal(size=(1, t, d)), rng.normal(size=(1, t, d))
+    so2, rope = make_family("so2-accumulated", dim=d, law="rope-uniform"), make_family("rope", dim=d)
+    out.append(_ratio("so2-accumulated scores / RoPE scores (T=4096, d=64, sampling included)",
+                      best_time(lambda: so2.sample(rng, t, 1).scores(q, k), repeats),
+                      best_time(lambda: rope.sample(rng, t, 1).scores(q, k), repeats), 1.5, "slowdown"))
+    t = 2048
+    q, k = q[:, :t], k[:, :t]
+    hh = make_family("householder", dim=d, beta=1.5)
+    steps = hh.sample(rng, t, 1)
+    out.append(_ratio("Householder all-pair scores / causal q k^T (T=2048, d=64)",
+                      best_time(lambda: steps.scores(q, k), repeats), best_time(lambda: causal_qk(q, k), repeats), 4.0, "slowdown"))
+    for name, fam in (("householder d=16", make_family("householder", dim=16)), ("so2-accumulated d=16", make_family("so2-accumulated", dim=16))):
+        n_steps, n = 128, 4000
+        draw = (lambda f: lambda: f.sample(np.random.default_rng(1), n_steps, n))(fam)
+        run = (lambda f: lambda: est.coherence(f, n_steps, n, np.random.default_rng(1)))(fam)
+        out.append(_ratio(f"coherence estimator / drawing its random steps ({name}, n=128, 4000 samples)",
+                          best_time(run, repeats), best_time(draw, repeats), 3.0, "slowdown"))
+    t = 1024
+    q, k = q[:, :t], k[:, :t]
+    for name, fam in (("so2-accumulated", so2), ("householder", hh)):
+        steps = fam.sample(rng, t, 1)
+        mats = steps.dense()
+        out.append(_ratio(f"dense fp64 reference scan / fast scores ({name}, T=1024, d=64)",
+                          best_time(lambda: steps.scores(q, k), repeats),
+                          best_time(lambda: reference.scores_dense_scan(mats, q, k), 1), 50.0, "speedup"))
+    return out
+
+
+def add_bench(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="speed ratios against references")
+    p.add_argument("--json", metavar="PATH")
+    p.add_argument("--repeats", type=int, default=3)
+    p.set_defaults(run=run_bench)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    start = time.perf_counter()
+    rows = run_benchmarks(args.repeats)
+    for r in rows:
+        cmp = "<=" if r["kind"] == "slowdown" else ">="
+        print(f"{'ok  ' if r['meets'] else 'MISS'} {r['ratio']:8.2f}  (target {cmp} {r['target']:g})  {r['name']}")
+    if args.json:
+        config = {"repeats": args.repeats, "cpu_count": os.cpu_count()}
+        atomic_write_json(args.json, make_record("bench", config, {"ratios": rows}, 0, {"seconds": time.perf_counter() - start}))
+    return 0

@@ -1,0 +1,41 @@
+"""The command-line contract: accum families / measure / bench (output shape, errors, saved record)."""
+
+import json
+
+from accum.cli import main
+from accum.simulations.results import read_record
+
+
+def test_families_lists_every_family_with_ranges(capsys):
+    assert main(["families"]) == 0
+    out = capsys.readouterr().out
+    for name in ("rope", "so2-accumulated", "householder", "haar", "givens", "lie-walk"):
+        assert f"{name}:" in out
+    assert "[0, 2]" in out and "module:ClassName" in out
+
+
+def test_measure_writes_a_complete_record(tmp_path, capsys):
+    path = tmp_path / "out.json"
+    rc = main(["measure", "coherence", "--family", "householder", "--param", "dim=16", "--param", "beta=1",
+               "--opt", "steps=8", "--opt", "samples=50", "--seed", "3", "--json", str(path)])
+    assert rc == 0
+    rec = read_record(path)
+    assert rec["seed"] == 3 and rec["config"]["params"]["beta"] == 1.0 and rec["config"]["options"]["steps"] == 8
+    assert len(rec["result"]["mean"]) == 9 and rec["result"]["n"] == 50 and rec["timings"]["seconds"] > 0
+    assert json.loads(capsys.readouterr().out)["quantity"] == "coherence"
+
+
+def test_measure_user_family_by_import_path(capsys):
+    assert main(["measure", "coherence", "--family", "accum.simulations.examples:SignedPermutation",
+                 "--param", "dim=5", "--opt", "steps=3", "--opt", "samples=20"]) == 0
+
+
+def test_measure_bad_input_exits_2_naming_the_parameter(tmp_path, capsys):
+    path = tmp_path / "never.json"
+    rc = main(["measure", "coherence", "--family", "householder", "--param", "beta=2.5", "--json", str(path)])
+    assert rc == 2 and not path.exists()
+    assert "'beta' = 2.5 is out of range; allowed: a finite number in [0, 2]" in capsys.readouterr().err
+    assert main(["measure", "window", "--family", "haar", "--opt", "context=0"]) == 2
+    assert "'context'" in capsys.readouterr().err
+    assert main(["measure", "coherence", "--family", "haar", "--param", "beta"]) == 2
+    assert "key=value" in capsys.readouterr().err

@@ -1,0 +1,78 @@
+"""Fast paths against the plain fp64 references, on odd sizes, T = 1 and long T."""
+
+import numpy as np
+import pytest
+
+from accum.simulations import reference
+from accum.simulations.families import make_family
+from accum.simulations.steps import chunked_scores, householder_scores
+
+CASES = [
+    ("rope", {"dim": 6, "base": 7.0}),
+    ("so2-accumulated", {"dim": 10, "law": "gaussian", "sigma": 0.7}),
+    ("so2-accumulated", {"dim": 6, "law": "token", "source": "markov", "vocab": 5}),
+    ("householder", {"dim": 5, "beta": 0.6}),
+    ("householder", {"dim": 7, "beta": 2.0}),
+    ("householder", {"dim": 3, "beta": 1.0, "w": "token", "vocab": 4}),
+    ("haar", {"dim": 5, "group": "SO"}),
+    ("givens", {"dim": 7, "sigma": 0.9}),
+    ("lie-walk", {"dim": 5, "sigma": 0.4}),
+    ("nope", {"dim": 4}),
+    ("accum.simulations.examples:SignedPermutation", {"dim": 5}),
+]
+
+
+@pytest.mark.parametrize("name,params", CASES)
+@pytest.mark.parametrize("t_len", [1, 2, 13])
+def test_transport_bilinear_scores_match_reference(name, params, t_len):
+    rng = np.random.default_rng(7)
+    fam = make_family(name, **params)
+    steps = fam.sample(rng, t_len, 3)
+    mats = steps.dense()
+    assert mats.shape == (3, t_len, fam.dim, fam.dim)
+    x = rng.normal(size=(3, fam.dim))
+    q, k = rng.normal(size=(3, t_len, fam.dim)), rng.normal(size=(3, t_len, fam.dim))
+    np.testing.assert_allclose(steps.transport(x), reference.transport(mats, x), atol=1e-12)
+    bil = np.einsum("btd,bd->bt", reference.transport(mats, x[::-1]), x)
+    np.testing.assert_allclose(steps.bilinear(x, x[::-1]), bil, atol=1e-12)
+    want = reference.scores(mats, q, k)
+    np.testing.assert_allclose(steps.scores(q, k), want, atol=1e-11)
+    np.testing.assert_allclose(reference.scores_dense_scan(mats, q, k), want, atol=1e-11)
+    np.testing.assert_allclose(steps.transposed().dense(), np.swapaxes(mats, -1, -2), atol=1e-15)
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 5, 7, 64])
+@pytest.mark.parametrize("beta", [0.0, 0.3, 1.0, 1.7, 2.0])
+def test_householder_chunked_wy_any_chunk(chunk, beta):
+    rng = np.random.default_rng(3)
+    steps = make_family("householder", dim=5, beta=beta).sample(rng, 23, 2)
+    q, k = rng.normal(size=(2, 23, 5)), rng.normal(size=(2, 23, 5))
+    want = reference.scores(steps.dense(), q, k)
+    np.testing.assert_allclose(householder_scores(steps, q, k, chunk), want, atol=1e-11)
+    np.testing.assert_allclose(chunked_scores(steps, q, k, chunk), want, atol=1e-11)
+
+
+def test_long_sequence_scores_match_dense_scan():
+    rng = np.random.default_rng(11)
+    for name, params in (("householder", {"dim": 9, "beta": 1.3}), ("haar", {"dim": 7}), ("so2-accumulated", {"dim": 8})):
+        steps = make_family(name, **params).sample(rng, 301, 1)
+        d = steps.dim
+        q, k = rng.normal(size=(1, 301, d)), rng.normal(size=(1, 301, d))
+        np.testing.assert_allclose(steps.scores(q, k), reference.scores_dense_scan(steps.dense(), q, k), atol=1e-9)
+
+
+def test_scores_upper_triangle_is_nan_and_diagonal_is_qk():
+    rng = np.random.default_rng(0)
+    steps = make_family("haar", dim=5).sample(rng, 6, 1)
+    q, k = rng.normal(size=(1, 6, 5)), rng.normal(size=(1, 6, 5))
+    s = steps.scores(q, k)
+    assert np.all(np.isnan(s[0][np.triu_indices(6, 1)]))
+    np.testing.assert_allclose(np.diagonal(s[0]), np.sum(q[0] * k[0], axis=1), atol=1e-13)
+
+
+def test_bad_shapes_are_named():
+    steps = make_family("haar", dim=4).sample(np.random.default_rng(0), 3, 2)
+    with pytest.raises(ValueError, match="q must have shape"):
+        steps.scores(np.zeros((3, 5)), np.zeros((3, 4)))
+    with pytest.raises(ValueError, match="x must have shape"):
+        steps.transport(np.zeros(3))
