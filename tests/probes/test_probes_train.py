@@ -1,0 +1,150 @@
+"""Training, resume, chunked evaluation, attention analysis, sweep and command line on tiny runs."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from accum.probes import analysis as A
+from accum.probes.cli import main
+from accum.probes.data import char_data
+from accum.probes.evaluate import EvalConfig, evaluate_lengths, position_nll
+from accum.probes.model import ARMS
+from accum.probes.sweep import SweepConfig, run_sweep
+from accum.probes.train import TrainConfig, build_model, load_checkpoint, lr_at, train
+
+torch.set_num_threads(1)
+
+TEXT = ("Shall I compare thee to a summer's day?\nThou art more lovely and more temperate:\n"
+        "Rough winds do shake the darling buds of May,\nAnd summer's lease hath all too short a date.\n") * 60
+DATA = char_data(TEXT, 0.2)
+TINY = dict(seq_len=16, batch_size=8, d_model=32, n_heads=2, n_layers=2, warmup=5, lr=3e-3, log_every=1,
+            checkpoint_every=4, data_source="stdlib")
+
+
+def test_loss_decreases_on_a_tiny_run(tmp_path):
+    res = train(TrainConfig(arm="rope", steps=60, **TINY), tmp_path, data=DATA, progress=False, threads=1)
+    losses = [h["loss"] for h in res["history"]]
+    assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 1.0
+    assert res["tokens_seen"] == 60 * 8 * 16 and res["finished"]
+    saved = json.loads((tmp_path / "train.json").read_text())
+    assert saved["seed"] == 0 and saved["lr"]["peak"] == 3e-3 and saved["timings"]["train_seconds"] > 0
+    assert saved["provenance"]["accum_version"]
+    assert (tmp_path / "model.safetensors").exists()
+
+
+@pytest.mark.parametrize("arm", ["random", "path"])
+def test_resume_gives_the_uninterrupted_result(tmp_path, arm):
+    cfg = TrainConfig(arm=arm, steps=10, **TINY)
+    whole = train(cfg, tmp_path / "whole", data=DATA, progress=False, threads=1)
+    part = train(cfg, tmp_path / "split", data=DATA, progress=False, threads=1, stop_after=6)
+    assert not part["finished"] and part["step"] == 6
+    resumed = train(cfg, tmp_path / "split", data=DATA, progress=False, threads=1)
+    assert resumed["history"] == whole["history"] and resumed["tokens_seen"] == whole["tokens_seen"]
+    a = load_checkpoint(tmp_path / "whole" / "checkpoint.pt")["model"]
+    b = load_checkpoint(tmp_path / "split" / "checkpoint.pt")["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_resume_refuses_a_different_config(tmp_path):
+    train(TrainConfig(arm="nope", steps=4, **TINY), tmp_path, data=DATA, progress=False, threads=1)
+    with pytest.raises(ValueError, match="different config"):
+        train(TrainConfig(arm="nope", steps=5, **TINY), tmp_path, data=DATA, progress=False, threads=1)
+
+
+def test_learning_rate_schedule():
+    cfg = TrainConfig(steps=100, warmup=10, lr=1e-3, min_lr_ratio=0.1)
+    assert lr_at(0, cfg) == pytest.approx(1e-4) and lr_at(9, cfg) == pytest.approx(1e-3)
+    assert lr_at(100, cfg) == pytest.approx(1e-4)
+    with pytest.raises(ValueError, match="lr"):
+        TrainConfig(lr=-1.0)
+    with pytest.raises(ValueError, match="steps"):
+        TrainConfig(steps=0)
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_chunked_evaluation_equals_full_attention(arm):
+    model = build_model(TrainConfig(arm=arm, **TINY), DATA.vocab_size).double().eval()
+    x = DATA.val[:3 * 40].view(3, 40)
+    y = DATA.val[1:3 * 40 + 1].view(3, 40)
+    u = model.draw_uniforms(3, 40, torch.Generator().manual_seed(0))
+    full = position_nll(model, x, y, 40, u)
+    assert torch.allclose(position_nll(model, x, y, 7, u), full, rtol=0, atol=1e-10)
+
+
+def test_evaluate_lengths_reports_every_multiplier():
+    model = build_model(TrainConfig(arm="alibi", **TINY), DATA.vocab_size)
+    res = evaluate_lengths(model, DATA.val, 16, EvalConfig(multipliers=(1, 2, 4), n_tokens=128, chunk=16))
+    assert [r["length"] for r in res] == [16, 32, 64]
+    assert [len(r["segment_nll"]) for r in res] == [1, 2, 4]
+    assert all(r["tokens"] == 128 and math.isclose(math.log(r["ppl"]), r["nll"]) for r in res)
+    with pytest.raises(ValueError, match="multipliers"):
+        EvalConfig(multipliers=(0,))
+
+
+def test_far_mass_and_window_on_known_weights():
+    t = 8
+    uniform = torch.tril(torch.ones(t, t)) / torch.arange(1, t + 1)[:, None]
+    diag = torch.eye(t)
+    w = torch.stack((uniform, diag))[None]
+    far = A.far_mass(w, 3)
+    expect = sum((i - 3 + 1) / (i + 1) for i in range(3, t)) / (t - 3)
+    assert far[0].item() == pytest.approx(expect) and far[1].item() == 0.0
+    window = A.mixing_window(w, 0.5)
+    assert window[1].item() == 1.0
+    assert window[0].item() == pytest.approx(sum(math.ceil(0.5 * (i + 1)) for i in range(4, 8)) / 4)
+
+
+def test_predicted_window_follows_the_iid_law():
+    lags = torch.arange(200)
+    angles = torch.tensor([0.0, 1.0]).repeat(1, 50, 1).double()
+    angles[0, ::2, 1] = -1.0
+    coh = A.iid_coherence(angles, lags)
+    assert torch.allclose(coh[:, 0], torch.ones(200, dtype=torch.float64))
+    phi = math.cos(1.0)
+    assert coh[3, 1].item() == pytest.approx(phi ** 3)
+    c = torch.tensor([[0.0, 1.0], [1.0, 1.0]], dtype=torch.float64)
+    win = A.predicted_window(c, coh, lags, 0.1)
+    assert win[0].item() == math.ceil(math.log(0.1) / math.log(phi))
+    assert win[1].item() == 200
+    assert A.spearman([1, 2, 3], [10, 30, 20]) == pytest.approx(0.5)
+
+
+def test_analysis_of_a_learned_angle_model():
+    model = build_model(TrainConfig(arm="learned", **TINY), DATA.vocab_size)
+    res = A.analyse(model, DATA.val[:128].view(2, 64), 16, torch.Generator().manual_seed(0))
+    layer = res["layers"][0]
+    assert len(layer["far_mass"]) == len(layer["window_pred_iid"]) == 2
+    assert all(0 <= f <= 1 for f in layer["far_mass"]) and all(1 <= w <= 64 for w in layer["window"])
+    assert all(0 <= c <= 1 + 1e-9 for c in layer["coherent_fraction_far_empirical"])
+
+
+def test_sweep_writes_one_table_and_reuses_finished_arms(tmp_path, monkeypatch):
+    monkeypatch.setattr("accum.probes.sweep.load_data", lambda cfg, cache: (DATA, {"source": "test"}))
+    cfg = SweepConfig(train=TrainConfig(steps=3, **TINY), eval=EvalConfig(multipliers=(1, 2), n_tokens=64, chunk=8),
+                      arms=("nope", "learned_qkv"), analysis_windows=1)
+    res = run_sweep(cfg, tmp_path, progress=False, threads=1)
+    table = (tmp_path / "sweep.md").read_text()
+    assert "| learned_qkv |" in table and "2x (32)" in table
+    saved = json.loads((tmp_path / "sweep.json").read_text())
+    assert saved["lengths"] == [16, 32] and set(saved["arms"]) == {"nope", "learned_qkv"}
+    stamp = (tmp_path / "nope" / "train.json").stat().st_mtime_ns
+    again = run_sweep(cfg, tmp_path, progress=False, threads=1)
+    assert (tmp_path / "nope" / "train.json").stat().st_mtime_ns == stamp
+    assert again["arms"]["nope"]["ppl"] == res["arms"]["nope"]["ppl"]
+
+
+def test_command_line_train_and_eval(tmp_path, capsys):
+    opts = ["--seq-len", "16", "--batch-size", "4", "--d-model", "16", "--n-heads", "2", "--n-layers", "1",
+            "--steps", "3", "--data-source", "stdlib", "--threads", "1", "--no-progress"]
+    assert main(["probe", "train", "--arm", "path", "--out", str(tmp_path / "run"), *opts]) == 0
+    assert main(["probe", "eval", "--run", str(tmp_path / "run"), "--multipliers", "1", "2", "--n-tokens", "64",
+                 "--chunk", "8", "--analysis-windows", "1", "--threads", "1"]) == 0
+    assert json.loads((tmp_path / "run" / "eval.json").read_text())["lengths"][1]["length"] == 32
+    assert main(["probe", "train", "--arm", "bogus", "--out", str(tmp_path / "x"), *opts]) == 2
+    assert "arm must be one of" in capsys.readouterr().err
+    assert main(["probe", "train", "--out", str(tmp_path / "y"), *opts[:-3], "--threads", "0"]) == 2
+    assert "--threads" in capsys.readouterr().err
+    assert main(["probe", "train", "--out", str(tmp_path / "y"), "--device", "tpu", *opts]) == 2
+    assert "--device" in capsys.readouterr().err
