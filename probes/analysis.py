@@ -130,12 +130,14 @@ def analyse(model: ProbeModel, x: torch.Tensor, seq_len: int, generator: torch.G
         raise ValueError(f"analysis windows must be longer than seq_len={seq_len}, got {x.shape[1]}")
     model.eval()
     uniforms = model.draw_uniforms(x.shape[0], x.shape[1], generator)
+    uniforms = None if uniforms is None else uniforms.to(x.device)
     out = model(x, None, uniforms, need_weights=True)
     lags = torch.arange(x.shape[1])
     layers, pred_all, meas_all, coh_all, far_all = [], [], [], [], []
     hidden = model.embed(x)
     for block, weights, angles in zip(model.blocks, out.weights, out.step_angles):
-        q, k, _ = block.attn.heads(block.ln1(hidden))
+        q, k, _ = (z.cpu() for z in block.attn.heads(block.ln1(hidden)))
+        weights, angles = weights.cpu(), None if angles is None else angles.cpu()
         layer = {"far_mass": far_mass(weights, seq_len).tolist(), "window": mixing_window(weights, level).tolist()}
         if model.cfg.arm in ANGLE_ARMS:
             c = plane_weights(q, k)
