@@ -10,6 +10,7 @@ from .families import FAMILIES
 from .measure import QUANTITIES, measure
 from .params import parse_assignments
 from .results import atomic_write_json, jsonable
+from .sweep import run_command as run_sweep_command
 
 
 def add_families(sub: argparse._SubParsersAction) -> None:
@@ -53,4 +54,19 @@ def run_measure(args: argparse.Namespace) -> int:
     return 0
 
 
-SUBCOMMANDS = (add_families, add_measure, add_bench)
+def add_sweep(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sweep", help="run a grid of measurements from a TOML file; resumable",
+                       description="Run every job of GRID.toml (format: simulations/SWEEP.md).  One JSON file "
+                                   "per job, named by the hash of its config and code version; finished jobs "
+                                   "are skipped, corrupt ones recomputed.")
+    p.add_argument("grid", metavar="GRID.toml")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="local processes (default: usable CPUs; 1 = in this process)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run on this Dask distributed scheduler")
+    p.add_argument("--out", metavar="DIR", help="output directory instead of the grid's `output`")
+    p.add_argument("--dry-run", action="store_true", help="validate the grid, count done and pending jobs")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(run=run_sweep_command)
+
+
+SUBCOMMANDS = (add_families, add_measure, add_bench, add_sweep)
