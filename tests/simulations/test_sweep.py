@@ -1,0 +1,335 @@
+"""Grid sweeps: validation before any job, resumable atomic results, worker-count-independent seeds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+
+import distributed
+import numpy as np
+import pytest
+
+from accum.simulations import cli, sweep
+from accum.simulations.measure import measure
+from accum.simulations.params import ParamError
+from accum.simulations.results import ResultError
+
+HEAD = 'quantity = "coherence"\nroot_seed = 11\nseeds = 2\noutput = "out"'
+OPTIONS = "steps = 4\nsamples = 8"
+FAMILIES = """
+[[family]]
+name = "householder"
+dim = [4, 6]
+beta = [1.0, 2.0]
+
+[[family]]
+name = "so2-accumulated"
+dim = 4
+sigma = [0.3, 0.6]
+"""
+N_JOBS = (2 * 2 + 2) * 2
+
+TEST_FAMILIES = '''
+"""Families for the sweep tests: a slow one (to kill a sweep mid-way) and one that checks thread variables."""
+import os
+import time
+from dataclasses import dataclass
+
+from accum.simulations.steps import AngleSteps
+from accum.simulations.sweep import THREAD_VARIABLES
+
+
+@dataclass(frozen=True)
+class Slow:
+    dim: int = 2
+
+    def sample(self, rng, n_steps, batch):
+        time.sleep(0.05)
+        return AngleSteps(rng.normal(0.0, 0.5, (batch, n_steps, self.dim // 2)))
+
+
+@dataclass(frozen=True)
+class ThreadProbe:
+    dim: int = 2
+
+    def sample(self, rng, n_steps, batch):
+        wrong = {v: os.environ.get(v) for v in THREAD_VARIABLES if os.environ.get(v) != "1"}
+        if wrong:
+            raise RuntimeError(f"thread variables not 1 in this process: {wrong}")
+        return AngleSteps(rng.normal(0.0, 0.5, (batch, n_steps, self.dim // 2)))
+'''
+
+
+def grid_text(families: str = FAMILIES, options: str = OPTIONS, head: str = HEAD) -> str:
+    return f"{head}\n\n[options]\n{options}\n{families}"
+
+
+def write_grid(directory: pathlib.Path, text: str) -> pathlib.Path:
+    path = directory / "grid.toml"
+    path.write_text(text)
+    return path
+
+
+def result_files(output: pathlib.Path) -> list[pathlib.Path]:
+    return sorted(p for p in output.glob("*.json") if p.name != "index.json")
+
+
+def result_sections(output: pathlib.Path) -> dict[str, str]:
+    """{file name: the record's result section as canonical JSON text} (bit-level comparison)."""
+    return {p.name: sweep.canonical_json(json.loads(p.read_text())["result"]) for p in result_files(output)}
+
+
+@pytest.fixture(scope="module")
+def family_dir(tmp_path_factory) -> pathlib.Path:
+    directory = tmp_path_factory.mktemp("families")
+    (directory / "sweep_test_families.py").write_text(TEST_FAMILIES)
+    return directory
+
+
+def test_plan_expands_the_product_in_order_with_unique_hashes(tmp_path):
+    jobs = sweep.plan(sweep.load_grid(write_grid(tmp_path, grid_text())))
+    assert len(jobs) == N_JOBS == len({j.hash for j in jobs})
+    assert [(j.params, j.replicate) for j in jobs[:3]] == [({"dim": 4, "beta": 1.0}, 0), ({"dim": 4, "beta": 1.0}, 1),
+                                                           ({"dim": 4, "beta": 2.0}, 0)]
+    assert jobs[-1].family == "so2-accumulated" and jobs[-1].params == {"dim": 4, "sigma": 0.6}
+    assert jobs[0].key["config"]["params"]["w"] == "sphere"          # resolved defaults are part of the identity
+    assert jobs[0].options == {"steps": 4, "samples": 8}
+
+
+def test_seed_is_the_spawned_child_of_the_job_config_and_ignores_the_rest_of_the_grid(tmp_path):
+    jobs = sweep.plan(sweep.load_grid(write_grid(tmp_path, grid_text())))
+    for job in jobs[:4]:
+        parent = np.random.SeedSequence(11, spawn_key=sweep.config_words(job.key["config"]))
+        words = parent.spawn(job.replicate + 1)[job.replicate].generate_state(4, np.uint32)
+        assert job.seed == sum(int(w) << (32 * i) for i, w in enumerate(words))
+    bigger = grid_text(FAMILIES.replace("dim = [4, 6]", "dim = [8, 4, 6]"),
+                       head=HEAD.replace("seeds = 2", "seeds = [2, 1, 0]"))
+    more = {j.hash: j.seed for j in sweep.plan(sweep.load_grid(write_grid(tmp_path, bigger)))}
+    assert len(more) == (3 * 2 + 2) * 3
+    assert all(more[j.hash] == j.seed for j in jobs)
+
+
+def test_code_version_is_in_the_file_key_but_not_in_the_seed(tmp_path):
+    job = sweep.plan(sweep.load_grid(write_grid(tmp_path, grid_text())))[0]
+    assert job.key["code"] == sweep.code_identity(job.modules)
+    other = {**job.key["code"], "sources": "0" * 64}
+    key = sweep.job_key(job.key["config"], 11, job.replicate, other)
+    assert sweep.digest(key) != job.hash and key["seed"] == job.seed
+    names = set(sweep.measure_modules())
+    assert {f"accum.simulations.{m}" for m in ("measure", "estimators", "families", "params", "steps")} <= names
+    assert not names & {"accum.simulations.sweep", "accum.simulations.cli"}
+    with pytest.raises(RuntimeError, match="differs"):                # a worker with other code refuses the job
+        sweep.run_job(replace(job, key={**job.key, "code": other}))
+
+
+def test_one_and_three_workers_give_bit_identical_results_from_single_threaded_workers(tmp_path, monkeypatch,
+                                                                                      family_dir):
+    monkeypatch.syspath_prepend(str(family_dir))
+    probe = '\n[[family]]\nname = "sweep_test_families:ThreadProbe"\ndim = [2, 4]\n'
+    grid = sweep.load_grid(write_grid(tmp_path, grid_text(FAMILIES + probe)))
+    for name in sweep.THREAD_VARIABLES:                                # in-process: the probe needs them set here
+        monkeypatch.setenv(name, "1")
+    one = sweep.run_sweep(grid, workers=1)
+    for name in sweep.THREAD_VARIABLES:                                # the pool must set them for its workers
+        monkeypatch.delenv(name)
+    three = sweep.run_sweep(replace(grid, output=tmp_path / "three"), workers=3)
+    assert one.failed == three.failed == ()
+    assert one.computed == three.computed == N_JOBS + 4
+    assert result_sections(grid.output) == result_sections(tmp_path / "three")
+    assert not set(sweep.THREAD_VARIABLES) & set(os.environ)           # and restore the parent's environment
+
+
+def test_single_thread_env_leaves_user_settings_alone(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    with sweep.single_thread_env():
+        assert os.environ["OMP_NUM_THREADS"] == "3" and os.environ["MKL_NUM_THREADS"] == "1"
+    assert os.environ["OMP_NUM_THREADS"] == "3" and "MKL_NUM_THREADS" not in os.environ
+
+
+def test_interrupted_sweep_keeps_finished_jobs_and_restart_redoes_none(tmp_path, monkeypatch):
+    grid = sweep.load_grid(write_grid(tmp_path, grid_text()))
+    calls = []
+
+    def interrupted_after_five(*args, **kwargs):
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        calls.append(args)
+        return measure(*args, **kwargs)
+
+    monkeypatch.setattr(sweep, "measure", interrupted_after_five)
+    with pytest.raises(KeyboardInterrupt):
+        sweep.run_sweep(grid)
+    finished = result_files(grid.output)
+    assert len(finished) == 5
+    index = json.loads((grid.output / "index.json").read_text())
+    assert [j["status"] for j in index["jobs"]].count("done") == 5
+    stamps = {p: p.stat().st_mtime_ns for p in finished}
+
+    calls.clear()
+    monkeypatch.setattr(sweep, "measure", lambda *a, **k: calls.append(a) or measure(*a, **k))
+    summary = sweep.run_sweep(grid)
+    assert (summary.skipped, summary.computed, len(calls)) == (5, N_JOBS - 5, N_JOBS - 5)
+    assert {p: p.stat().st_mtime_ns for p in finished} == stamps
+    assert sweep.run_sweep(grid).computed == 0
+
+
+def test_killed_sweep_leaves_only_complete_files_and_restart_finishes_it(tmp_path, monkeypatch, family_dir):
+    slow = '[[family]]\nname = "sweep_test_families:Slow"\ndim = [2, 4]\n'
+    head = HEAD.replace("seeds = 2", "seeds = 8")
+    path = write_grid(tmp_path, grid_text(slow, options="steps = 3\nsamples = 2", head=head))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(family_dir), os.environ.get("PYTHONPATH")]))}
+    code = "import sys; from accum.simulations.sweep import load_grid, run_sweep; run_sweep(load_grid(sys.argv[1]))"
+    proc = subprocess.Popen([sys.executable, "-c", code, str(path)], env=env)
+    output = tmp_path / "out"
+    deadline = time.monotonic() + 30
+    while len(result_files(output)) < 3 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    survivors = result_files(output)
+    assert 3 <= len(survivors) < 16, "the sweep should have been killed part-way"
+    for p in survivors:                                                # atomic writes: no partial file is visible
+        sweep.read_job_record(p, p.stem)
+    stamps = {p: p.stat().st_mtime_ns for p in survivors}
+    monkeypatch.syspath_prepend(str(family_dir))
+    summary = sweep.run_sweep(sweep.load_grid(path))
+    assert (summary.skipped, summary.computed) == (len(survivors), 16 - len(survivors))
+    assert {p: p.stat().st_mtime_ns for p in survivors} == stamps
+    assert len(result_files(output)) == 16
+
+
+def pickle_touching(path: pathlib.Path) -> bytes:
+    """A pickle that creates ``path`` when unpickled."""
+    class Payload:
+        def __reduce__(self):
+            return pathlib.Path.touch, (path,)
+    return pickle.dumps(Payload())
+
+
+def test_corrupt_or_foreign_results_are_recomputed_and_never_read(tmp_path):
+    grid = sweep.load_grid(write_grid(tmp_path, grid_text()))
+    sweep.run_sweep(grid)
+    before = result_sections(grid.output)
+    truncated, empty, foreign, pickled = result_files(grid.output)[:4]
+    truncated.write_bytes(truncated.read_bytes()[: truncated.stat().st_size // 2])
+    empty.write_bytes(b"")
+    foreign.write_bytes(result_files(grid.output)[5].read_bytes())    # a valid record of another job
+    check = tmp_path / "payload-works"
+    pickle.loads(pickle_touching(check))
+    assert check.exists()
+    marker = tmp_path / "unpickled"
+    pickled.write_bytes(pickle_touching(marker))
+
+    bad = {p.stem for p in (truncated, empty, foreign, pickled)}
+    for p in (truncated, empty, foreign, pickled):
+        with pytest.raises(ResultError):
+            sweep.read_job_record(p, p.stem)
+    loaded = sweep.load_results(grid)
+    assert len(loaded) == N_JOBS - 4 and not bad & set(loaded)
+    summary = sweep.run_sweep(grid)
+    assert (summary.skipped, summary.computed) == (N_JOBS - 4, 4)
+    assert result_sections(grid.output) == before
+    assert not marker.exists()
+
+
+def test_failed_jobs_are_reported_and_retried(tmp_path, monkeypatch):
+    grid = sweep.load_grid(write_grid(tmp_path, grid_text()))
+
+    def fails_for_beta_2(quantity, family, params, options, seed):
+        if params.get("beta") == 2.0:
+            raise FloatingPointError("boom")
+        return measure(quantity, family, params, options, seed=seed)
+
+    monkeypatch.setattr(sweep, "measure", fails_for_beta_2)
+    summary = sweep.run_sweep(grid)
+    assert (summary.computed, len(summary.failed)) == (N_JOBS - 4, 4)
+    assert all("beta=2.0" in where and "boom" in error for where, error in summary.failed)
+    statuses = [j["status"] for j in json.loads((grid.output / "index.json").read_text())["jobs"]]
+    assert sum(s.startswith("failed: FloatingPointError") for s in statuses) == 4
+    monkeypatch.setattr(sweep, "measure", measure)
+    assert sweep.run_sweep(grid).computed == 4
+
+
+BAD_GRIDS = {
+    "unknown family": (grid_text(FAMILIES.replace('"so2-accumulated"', '"so3-accumulated"')),
+                       ["family[1] so3-accumulated", "unknown family 'so3-accumulated'"]),
+    "parameter out of range": (grid_text(FAMILIES.replace("beta = [1.0, 2.0]", "beta = [1.0, 2.5]")),
+                               ["family[0] householder (dim=4, beta=2.5)", "'beta' = 2.5 is out of range"]),
+    "option out of range": (grid_text(options="steps = 4\nsamples = [8, 1]"), ["samples=1", "'samples' = 1"]),
+    "empty axis": (grid_text(FAMILIES.replace("dim = [4, 6]", "dim = []")), ["family[0].dim: empty axis"]),
+    "unknown key": (grid_text(head=HEAD + "\nsedes = 3"), ["unknown key 'sedes'"]),
+    "unknown family parameter": (grid_text(FAMILIES.replace("beta =", "betta =")), ["family[0] householder", "betta"]),
+    "unknown option": (grid_text(options="stepz = 4"), ["options (stepz=4)", "stepz"]),
+    "unknown quantity": (grid_text(head=HEAD.replace("coherence", "coherense")), ["quantity", "'coherense'"]),
+    "no seeds": (grid_text(head=HEAD.replace("seeds = 2", "seeds = 0")), ["seeds"]),
+    "empty seed list": (grid_text(head=HEAD.replace("seeds = 2", "seeds = []")), ["seeds"]),
+    "missing output": (grid_text(head=HEAD.replace('output = "out"', "")), ["missing key 'output'"]),
+    "repeated value": (grid_text(FAMILIES.replace("beta = [1.0, 2.0]", "beta = [1, 1.0]")),
+                       ["family[0].beta", "repeated"]),
+    "same job twice": (grid_text(FAMILIES + '\n[[family]]\nname = "so2-accumulated"\nsigma = 0.3\ndim = 4\n'),
+                       ["family[2] so2-accumulated", "same job"]),
+    "boolean value": (grid_text(FAMILIES.replace("dim = 4", "dim = true")), ["family[1].dim", "True"]),
+    "not TOML": ("quantity = coherence\n", ["not a valid TOML file"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_GRIDS))
+def test_bad_grid_fails_before_any_job_with_a_message_naming_the_entry(case, tmp_path, monkeypatch):
+    text, fragments = BAD_GRIDS[case]
+
+    def no_job_may_run(*args, **kwargs):
+        raise AssertionError("a job ran")
+
+    monkeypatch.setattr(sweep, "measure", no_job_may_run)
+    path = write_grid(tmp_path, text)
+    with pytest.raises(sweep.GridError) as err:
+        sweep.run_sweep(sweep.load_grid(path))
+    message = str(err.value)
+    assert message.startswith(str(path)) and all(f in message for f in fragments), message
+    assert not (tmp_path / "out").exists()
+
+
+def test_dask_local_cluster_gives_the_same_results(tmp_path):
+    grid = sweep.load_grid(write_grid(tmp_path, grid_text()))
+    sweep.run_sweep(grid)
+    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                  dashboard_address=None) as cluster:
+        summary = sweep.run_sweep(replace(grid, output=tmp_path / "dask"), scheduler=cluster.scheduler_address)
+    assert (summary.computed, summary.failed) == (N_JOBS, ())
+    assert result_sections(tmp_path / "dask") == result_sections(grid.output)
+
+
+def run_cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    cli.add_sweep(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["sweep", *argv])
+    return args.run(args)
+
+
+def test_command_line(tmp_path, capsys):
+    assert cli.add_sweep in cli.SUBCOMMANDS
+    path = str(write_grid(tmp_path, grid_text()))
+    assert run_cli([path, "--dry-run"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"jobs": N_JOBS, "done": 0, "pending": N_JOBS,
+                                                   "output": str(tmp_path / "out")}
+    assert not (tmp_path / "out").exists()
+    elsewhere = tmp_path / "elsewhere"
+    assert run_cli([path, "--workers", "1", "--no-progress", "--out", str(elsewhere)]) == 0
+    assert json.loads(capsys.readouterr().out)["computed"] == N_JOBS
+    assert len(result_files(elsewhere)) == N_JOBS
+    index = json.loads((elsewhere / "index.json").read_text())
+    assert index["schema"] == sweep.INDEX_SCHEMA and {j["file"] for j in index["jobs"]} == {
+        p.name for p in result_files(elsewhere)}
+    assert all(j["status"] == "done" and j["config"]["quantity"] == "coherence" for j in index["jobs"])
+    with pytest.raises(ParamError, match="not both"):
+        run_cli([path, "--workers", "2", "--scheduler", "tcp://127.0.0.1:1"])
+    assert issubclass(sweep.GridError, ParamError)                    # `accum` prints it on one line, exit 2
