@@ -179,15 +179,10 @@ def onset(family: Family, eps: float, n_steps: int, n_samples: int, rng: np.rand
     return Estimate(float(value), float(se), int(sizes.sum()), {"eps": eps, "n_steps": n_steps})
 
 
-def window(family: Family, context: int, n_samples: int, rng: np.random.Generator) -> Estimate:
-    """Mixing-window width at context length T: W(T) = sum_{Delta=0}^{T-1} c_T(Delta)^2 / (q.k)^2.
+def _last_row_sums(family: Family, context: int, n_samples: int, rng: np.random.Generator, least: int = 2):
+    """Group sums of the last query's score row s_{T-1, T-1-Delta}, Delta = 0..T-1, unit q = k.
 
-    c_T(Delta) = E[q^T A_{T-1} ... A_{T-Delta} k] is the mean score of the last query (position T-1) against the
-    key Delta tokens back, from fresh sequences of length T (the score row s_{T-1, j} by the transposed
-    transport of q).  W counts the effectively coherent offsets: for c(Delta) = rho^Delta it is
-    (1 - rho^{2T}) / (1 - rho^2) -> 1 / (1 - rho^2), finite for every T (claim C2); for RoPE it grows with T.
-    Each c^2 is estimated without bias, (S^2 - sum x^2) / (n (n - 1)), so noise adds no spurious width;
-    jackknife standard error over groups (n_samples >= 4).
+    One fresh sequence of length T per sample; the row is the transposed transport of q read against k.
     """
     check_sample_size(context, 1)
     q = k = unit_probe(family.dim)
@@ -195,10 +190,31 @@ def window(family: Family, context: int, n_samples: int, rng: np.random.Generato
     def draw(b: int) -> np.ndarray:
         return family.sample(rng, context, b).transposed().bilinear(k, q)[:, :context]
 
-    sums, squares, sizes = grouped_sums(draw, n_samples, (context + 1) * family.dim, least=4)
+    return grouped_sums(draw, n_samples, (context + 1) * family.dim, least=least)
+
+
+def offset_profile(family: Family, context: int, n_samples: int, rng: np.random.Generator) -> Estimate:
+    """c_T(Delta) = E[q^T A_{T-1} ... A_{T-Delta} k], Delta = 0..T-1, for the last query of a length-T context.
+
+    For stationary step laws c_T(Delta) = c(Delta) whatever T: per-token suppression measured at one length
+    holds at every length (claim C3).  Shape (T,), plain standard errors.
+    """
+    sums, squares, sizes = _last_row_sums(family, context, n_samples, rng)
+    return mean_estimate(sums, squares, sizes, context=context)
+
+
+def window(family: Family, context: int, n_samples: int, rng: np.random.Generator) -> Estimate:
+    """Mixing-window width at context length T: W(T) = sum_{Delta=0}^{T-1} c_T(Delta)^2 / (q.k)^2.
+
+    c_T is the last-row profile of ``offset_profile``.  W counts the effectively coherent offsets: for
+    c(Delta) = rho^Delta it is (1 - rho^{2T}) / (1 - rho^2) -> 1 / (1 - rho^2), finite for every T (claim C2);
+    for RoPE it grows with T.  Each c^2 is estimated without bias, (S^2 - sum x^2) / (n (n - 1)), so noise
+    adds no spurious width; jackknife standard error over groups (n_samples >= 4).
+    """
+    sums, squares, sizes = _last_row_sums(family, context, n_samples, rng, least=4)
 
     def width(total: np.ndarray, total_sq: np.ndarray, n: int) -> float:
-        return float(np.sum((total**2 - total_sq) / (n * (n - 1)))) / float(q @ k) ** 2
+        return float(np.sum((total**2 - total_sq) / (n * (n - 1))))
 
     value, se = jackknife(width, [sums, squares], sizes)
     return Estimate(float(value), float(se), int(sizes.sum()), {"context": context})
