@@ -1,0 +1,387 @@
+"""Accumulated SO(2) angles: characteristic functions, coherence, second moments and far mass.
+
+Setting (paper section on accumulated RoPE-style rotations; DESIGN.md C1, C4-C6).  A step is
+A_t = diag_b R(theta_tb) on d/2 interleaved planes (``simulations.conventions``).  The product over n
+steps rotates plane b by the accumulated angle Theta_b(n) = theta_1b + ... + theta_nb, so with
+c_b = conj(z_qb) z_kb (``_common.plane_coefficients``)
+
+    q^T A_n ... A_1 k = sum_b Re(c_b exp(i Theta_b(n))).
+
+Everything below follows from the path characteristic psi_b(n; k) = E exp(i k Theta_b(n)):
+
+* i.i.d. angles (every law except ``token``/``markov``):  psi_b(n; k) = phi_b(k)^n, phi_b(k) = E e^{i k theta_b}
+  (independence of the steps; the statement "E[exp(i sum theta)] = phi(1)^n per plane" of the issue).
+* token angles theta_tb = table[x_t, b] with tokens from a stationary Markov chain (pi, P) (i.i.d. tokens are
+  P = 1 pi^T): the transfer-matrix formula
+        psi_b(n; k) = pi^T D (P D)^{n-1} 1,   D = diag_x exp(i k table[x, b]),
+  obtained by summing the chain's path probabilities pi(x_1) P(x_1, x_2) ... P(x_{n-1}, x_n) against
+  prod_t exp(i k table[x_t, b]) one step at a time.  (Reconstruction: standard Markov additive-functional
+  algebra, not copied from the paper.)  For i.i.d. tokens it reduces to (pi^T D 1)^n.
+
+Laws (one-step characteristic function phi(k) for integer k; sources: standard tables, e.g. Mardia & Jupp,
+"Directional Statistics", ch. 3):
+    gaussian N(mu, s^2)            exp(i k mu - k^2 s^2 / 2)
+    uniform U(-a, a)               sin(k a) / (k a)
+    vonmises (mu, kappa)           exp(i k mu) I_|k|(kappa) / I_0(kappa)
+    wrapped-cauchy (mu, gamma)     exp(i k mu - |k| gamma)
+    lattice {offset + 2 pi j / m}  exp(i k offset) if m divides k, else 0
+    rope-uniform                   uniform with a = omega_b = base^(-2b/d) on plane b
+    token                          (1/V) sum_x exp(i k table[x, b])  (marginal; the chain needs psi above)
+A lattice law has |phi(m)| = 1: the accumulated angle never spreads over the circle, so although
+E cos Theta can vanish (m = 2: angles {0, pi}), |q^T P k| stays coherent -- the non-lattice condition fails.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+import scipy.special as sp
+
+from ._common import NoClosedForm, as_sizes, family_kind, plane_coefficients, probes, unit_probe
+
+LAWS = ("gaussian", "uniform", "vonmises", "wrapped-cauchy", "lattice", "rope-uniform", "token")
+
+
+# --- one-step laws, plain parameters ---------------------------------------------------------------------
+
+
+def characteristic(law: str, k: Any = 1, *, mu: float = 0.0, sigma: float = 0.5, a: float = 1.0,
+                   kappa: float = 4.0, gamma: float = 0.2, m: int = 2, offset: float = 0.0) -> np.ndarray:
+    """phi(k) = E exp(i k theta) of one angle law, for integer k (array or scalar), complex.
+
+    Formulas in the module docstring; phi(-k) = conj(phi(k)) for real angles.  ``rope-uniform`` and
+    ``token`` depend on the plane and are only available through ``plane_characteristic``.
+    """
+    k = np.asarray(k)
+    if not np.issubdtype(k.dtype, np.integer):
+        raise ValueError(f"k must be integer (characteristic function on the circle), got {k!r}")
+    kf = k.astype(float)
+    if law == "gaussian":
+        return np.exp(1j * kf * mu - 0.5 * kf**2 * sigma**2)
+    if law == "uniform":
+        return np.sinc(kf * a / math.pi) + 0j  # numpy sinc(x) = sin(pi x) / (pi x)
+    if law == "vonmises":
+        ratio = sp.ive(np.abs(kf), kappa) / sp.ive(0, kappa)
+        return np.exp(1j * kf * mu) * ratio
+    if law == "wrapped-cauchy":
+        return np.exp(1j * kf * mu - np.abs(kf) * gamma)
+    if law == "lattice":
+        return np.where(k % int(m) == 0, np.exp(1j * kf * offset), 0.0 + 0j)
+    raise ValueError(f"law {law!r} has no plane-independent characteristic function; known: {', '.join(LAWS[:5])}")
+
+
+def _law_params(family: Any) -> dict:
+    return {n: getattr(family, n) for n in ("mu", "sigma", "a", "kappa", "gamma", "m", "offset")}
+
+
+def _rope_omega(family: Any) -> np.ndarray:
+    from accum.simulations.conventions import rope_frequencies
+
+    return rope_frequencies(family.dim, family.base)
+
+
+def _kind(family: Any) -> str:
+    kind = family_kind(family)
+    if kind not in ("so2-accumulated", "rope", "nope"):
+        raise NoClosedForm(f"{type(family).__name__}: not an SO(2)-block family with a known angle law")
+    return kind
+
+
+def angle_table(family: Any) -> np.ndarray:
+    """The token law's angle table (V, d/2): default_rng(table_seed).normal(0, table_sigma)."""
+    return np.random.default_rng(family.table_seed).normal(0.0, family.table_sigma, size=(family.vocab, family.dim // 2))
+
+
+def token_chain(family: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(pi, P) of the token source: pi uniform; P = 1 pi^T (iid) or stay I + (1 - stay) 1 1^T / V (markov)."""
+    v = family.vocab
+    pi = np.full(v, 1.0 / v)
+    if family.source == "iid":
+        return pi, np.tile(pi, (v, 1))
+    return pi, family.stay * np.eye(v) + (1.0 - family.stay) / v * np.ones((v, v))
+
+
+def plane_characteristic(family: Any, k: int = 1) -> np.ndarray:
+    """One-step characteristic phi_b(k) = E exp(i k theta_{t,b}) per plane, complex (d/2,).
+
+    For the token law this is the stationary marginal (1/V) sum_x exp(i k table[x, b]); for a Markov
+    source the product is not phi^n -- use ``path_characteristic``.  RoPE: exp(i k omega_b) (deterministic);
+    NoPE: 1.
+    """
+    kind = _kind(family)
+    half = family.dim // 2
+    if kind == "nope":
+        return np.ones(half, dtype=complex)
+    if kind == "rope":
+        return np.exp(1j * k * _rope_omega(family))
+    law = family.law
+    if law == "rope-uniform":
+        return np.sinc(k * _rope_omega(family) / math.pi) + 0j
+    if law == "token":
+        return np.mean(np.exp(1j * k * angle_table(family)), axis=0)
+    return np.full(half, characteristic(law, np.int64(k), **_law_params(family)), dtype=complex)
+
+
+def chain_characteristic(pi: np.ndarray, p: np.ndarray, phases: np.ndarray, n: int) -> np.ndarray:
+    """E exp(i sum_{t=1}^t' g(x_t)) for t' = 0..n along a stationary chain, shape (..., n+1).
+
+    pi (V,), p (V, V) row-stochastic, phases (..., V) = g(x) per state (several functions g at once).
+    Forward recursion alpha_1 = pi * e^{ig}, alpha_{t+1} = (alpha_t P) * e^{ig}, value alpha_t . 1, i.e.
+    pi^T D (P D)^{t-1} 1.
+    """
+    e = np.exp(1j * np.asarray(phases, dtype=float))
+    out = np.empty(e.shape[:-1] + (n + 1,), dtype=complex)
+    out[..., 0] = 1.0
+    alpha = pi * e
+    for t in range(1, n + 1):
+        if t > 1:
+            alpha = (alpha @ p) * e
+        out[..., t] = alpha.sum(axis=-1)
+    return out
+
+
+def path_characteristic(family: Any, n: int, k: int = 1) -> np.ndarray:
+    """psi_b(t; k) = E exp(i k Theta_b(t)) for t = 0..n, complex (n+1, d/2).
+
+    i.i.d. angles: phi_b(k)^t.  Token law: ``chain_characteristic`` (transfer matrix, exact for both sources).
+    RoPE: exp(i k t omega_b).
+    """
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    kind = _kind(family)
+    t = np.arange(n + 1)
+    if kind == "so2-accumulated" and family.law == "token":
+        pi, p = token_chain(family)
+        return chain_characteristic(pi, p, k * angle_table(family).T, n).T
+    phi = plane_characteristic(family, k)
+    if kind == "rope":
+        return np.exp(1j * k * np.outer(t, _rope_omega(family)))
+    return np.power(phi[None, :], t[:, None])
+
+
+def transfer_rate(family: Any, k: int = 1) -> np.ndarray:
+    """Asymptotic per-step decay rate of |psi_b(n; k)| per plane, (d/2,).
+
+    i.i.d. angles: |phi_b(k)|.  Token law: spectral radius of P D_b (for i.i.d. tokens this is |phi_b(k)|,
+    the other eigenvalues of the rank-one 1 pi^T D being 0).  1 means no decay (RoPE, NoPE, lattice at k=m).
+    """
+    kind = _kind(family)
+    if kind == "so2-accumulated" and family.law == "token":
+        pi, p = token_chain(family)
+        d = np.exp(1j * k * angle_table(family).T)  # (d/2, V)
+        mats = p[None, :, :] * d[:, None, :]  # P D_b: column x scaled by e^{i k table[x, b]}
+        return np.max(np.abs(np.linalg.eigvals(mats)), axis=-1)
+    return np.abs(plane_characteristic(family, k))
+
+
+# --- first moments: the mean product and coherence ------------------------------------------------------
+
+
+def mean_product(family: Any, n: int) -> np.ndarray:
+    """E[A_n ... A_1], (d, d): block-diagonal, plane b block [[Re psi, -Im psi], [Im psi, Re psi]], psi = psi_b(n; 1)."""
+    psi = path_characteristic(family, n)[-1]
+    d = family.dim
+    out = np.zeros((d, d))
+    ev, od = np.arange(0, d, 2), np.arange(1, d, 2)
+    out[ev, ev], out[ev, od] = psi.real, -psi.imag
+    out[od, ev], out[od, od] = psi.imag, psi.real
+    return out
+
+
+def coherence(family: Any, n: int, q: Any = None, k: Any = None) -> np.ndarray:
+    """c(t) = E[q^T A_t ... A_1 k] = sum_b Re(c_b psi_b(t; 1)) for t = 0..n, float (n+1,).
+
+    q, k default to 1/sqrt(d) (so c(0) = 1 and, for identical planes, c(t) = Re phi^t).
+    """
+    q, k = probes(family.dim, q, k)
+    return (path_characteristic(family, n) @ plane_coefficients(q, k)).real
+
+
+def mean_product_sq(family: Any, n: int) -> np.ndarray:
+    """||E[A_t ... A_1]||_F^2 / d = (2/d) sum_b |psi_b(t)|^2 for t = 0..n, (n+1,)."""
+    return 2.0 * np.sum(np.abs(path_characteristic(family, n)) ** 2, axis=1) / family.dim
+
+
+# --- second moments: far-score variance (C4, block version) ---------------------------------------------
+
+
+def pair_characteristics(family: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """J+_{bb'} = E e^{i(Theta_b + Theta_b')} and J-_{bb'} = E e^{i(Theta_b - Theta_b')} at step n, (d/2, d/2) each.
+
+    Independent planes (i.i.d. laws): J+- = psi_b(n) psi_b'(n; +-1) off the diagonal, J+_bb = psi_b(n; 2),
+    J-_bb = 1.  Token law (planes share the tokens): the chain formula with g = table[:, b] +- table[:, b'].
+    RoPE: exp(i n (omega_b +- omega_b')).
+    """
+    kind = _kind(family)
+    half = family.dim // 2
+    if kind == "so2-accumulated" and family.law == "token":
+        tab = angle_table(family).T  # (d/2, V)
+        pi, p = token_chain(family)
+        plus = chain_characteristic(pi, p, tab[:, None, :] + tab[None, :, :], n)[..., -1]
+        minus = chain_characteristic(pi, p, tab[:, None, :] - tab[None, :, :], n)[..., -1]
+        return plus, minus
+    if kind == "rope":
+        om = _rope_omega(family)
+        return np.exp(1j * n * (om[:, None] + om[None, :])), np.exp(1j * n * (om[:, None] - om[None, :]))
+    psi1 = path_characteristic(family, n, 1)[-1]
+    psi2 = path_characteristic(family, n, 2)[-1]
+    plus = np.outer(psi1, psi1)
+    minus = np.outer(psi1, np.conj(psi1))
+    idx = np.arange(half)
+    plus[idx, idx] = psi2
+    minus[idx, idx] = 1.0
+    return plus, minus
+
+
+def far_second_moment(family: Any, n: int, q: Any = None, k: Any = None) -> float:
+    """E[s^2] for the far score s = q^T A_n ... A_1 k (block version of C4's |q|^2 |k|^2 / d).
+
+    Re(u) Re(v) = (Re(u v) + Re(u conj v)) / 2 gives
+        E s^2 = (1/2) sum_{b,b'} Re(c_b c_b' J+_{bb'} + c_b conj(c_b') J-_{bb'})      (``pair_characteristics``).
+    For independent planes whose angles have spread out (psi(n; 1), psi(n; 2) -> 0) this tends to
+    sum_b |c_b|^2 / 2 = sum_b |z_qb|^2 |z_kb|^2 / 2, which is |q|^2 |k|^2 / d when every plane carries
+    the same share of q and of k (e.g. q = k = 1/sqrt(d)).  Reconstruction (derived here).
+    """
+    q, k = probes(family.dim, q, k)
+    c = plane_coefficients(q, k)
+    plus, minus = pair_characteristics(family, n)
+    total = np.sum((np.outer(c, c) * plus).real) + np.sum((np.outer(c, np.conj(c)) * minus).real)
+    return float(total / 2.0)
+
+
+def far_second_moment_limit(q: Any, k: Any) -> float:
+    """n -> infinity limit of E s^2 for independent non-lattice planes: sum_b |z_qb|^2 |z_kb|^2 / 2."""
+    c = plane_coefficients(np.asarray(q, float), np.asarray(k, float))
+    return float(np.sum(np.abs(c) ** 2) / 2.0)
+
+
+# --- far mass: E sum_Delta exp(s_Delta - s0) (C5) ------------------------------------------------------
+
+
+def _bessel_order(x_max: float, tol: float = 1e-18) -> int:
+    """Smallest K with I_K(x)/I_0(x) < tol for x <= x_max (at least 1)."""
+    ks = np.arange(0, 2000)
+    ratio = sp.ive(ks, x_max) / sp.ive(0, x_max) if x_max > 0 else (ks == 0).astype(float)
+    small = np.flatnonzero(ratio < tol)
+    return int(max(1, small[0] if small.size else ks[-1]))
+
+
+def far_mass_terms(family: Any, n_max: int, s0: float, q: Any = None, k: Any = None) -> tuple[np.ndarray, float]:
+    """f(Delta) = E exp(s0 q^T A_Delta ... A_1 k - s0) for Delta = 1..D (D <= n_max) and the limit f(inf).
+
+    Independent planes: e^{x cos(Theta + alpha)} = I_0(x) + 2 sum_{j>=1} I_j(x) cos(j (Theta + alpha))
+    (Abramowitz & Stegun 9.6.34) gives, with x_b = s0 |c_b| and alpha_b = arg c_b,
+        f(Delta) = e^{-s0} prod_b [ I_0(x_b) + 2 sum_j I_j(x_b) Re(e^{i j alpha_b} psi_b(Delta; j)) ].
+    Terms are returned up to D = the step after which every psi_b(Delta; j) I_j / I_0 is below 1e-17
+    (so f(Delta) = f(inf) = e^{-s0} prod_b I_0(x_b) to double precision beyond D), or n_max if sooner.
+    RoPE and NoPE are deterministic: f(Delta) = exp(s0 (q^T R(Delta omega) k - 1)).
+    Token-dependent angles couple the planes: ``NoClosedForm``.  Reconstruction (derived here).
+    """
+    kind = _kind(family)
+    q, k = probes(family.dim, q, k)
+    c = plane_coefficients(q, k)
+    if kind in ("rope", "nope"):
+        omega = _rope_omega(family) if kind == "rope" else np.zeros(family.dim // 2)
+        delta = np.arange(1, n_max + 1)
+        coh = (np.exp(1j * np.outer(delta, omega)) @ c).real
+        return np.exp(s0 * (coh - 1.0)), (math.nan if kind == "rope" else float(np.exp(s0 * (c.real.sum() - 1.0))))
+    if family.law == "token":
+        raise NoClosedForm("far mass of token-dependent angles: the planes share tokens, no product form")
+    x = s0 * np.abs(c)
+    alpha = np.angle(c)
+    order = _bessel_order(float(x.max()))
+    j = np.arange(1, order + 1)
+    phis = np.stack([plane_characteristic(family, int(jj)) for jj in j], axis=1)  # (d/2, K)
+    weight = 2.0 * sp.ive(j[None, :], x[:, None]) / sp.ive(0, x)[:, None]  # (d/2, K), relative to I_0
+    r = np.abs(phis)
+    active = weight > 1e-17
+    need = np.zeros_like(r)
+    slow = active & (r >= 1.0 - 1e-15)
+    decaying = active & ~slow & (r > 0)
+    need[slow] = np.inf
+    need[decaying] = np.log(1e-17 / weight[decaying]) / np.log(r[decaying])
+    need[active & (r == 0)] = 1.0
+    cut = int(min(n_max, np.ceil(np.max(need, initial=0.0)) + 1))
+    delta = np.arange(1, cut + 1)
+    log_i0 = np.log(sp.ive(0, x)) + x  # log I_0(x_b)
+    # prod over planes of I_0(x_b) [1 + sum_j weight_bj Re(e^{i j alpha_b} phi_bj^Delta)]
+    powers = np.power(phis[None], delta[:, None, None])  # (D, d/2, K)
+    inner = 1.0 + np.sum(weight[None] * (np.exp(1j * j[None, None, :] * alpha[None, :, None]) * powers).real, axis=2)
+    log_f = np.sum(log_i0) - s0 + np.sum(np.log(inner), axis=1)
+    return np.exp(log_f), float(np.exp(np.sum(log_i0) - s0))
+
+
+def far_mass(family: Any, far_sizes: Sequence[int], s0: float, q: Any = None, k: Any = None,
+             slope: float = 0.0) -> np.ndarray:
+    """E M(N) = sum_{Delta=1}^N e^{-slope Delta} E exp(s_Delta - s0), s_Delta = s0 q^T A_Delta ... A_1 k, per N.
+
+    ``slope`` > 0 adds the ALiBi bias -slope Delta.  Exact (``far_mass_terms`` + the constant tail
+    f(inf) sum_{Delta > D} e^{-slope Delta} in closed form).  Shape (len(far_sizes),).
+    """
+    sizes = as_sizes(far_sizes)
+    terms, limit = far_mass_terms(family, int(sizes.max()), s0, q, k)
+    cut = terms.size
+    delta = np.arange(1, cut + 1)
+    cum = np.concatenate([[0.0], np.cumsum(terms * np.exp(-slope * delta))])
+    out = []
+    for n in sizes:
+        head = cum[min(n, cut)]
+        tail = 0.0
+        if n > cut:
+            tail = limit * _geometric(slope, cut + 1, n)
+        out.append(head + tail)
+    return np.array(out)
+
+
+def _geometric(slope: float, lo: int, hi: int) -> float:
+    """sum_{Delta=lo}^{hi} e^{-slope Delta} (hi - lo + 1 when slope = 0)."""
+    if slope == 0:
+        return float(hi - lo + 1)
+    r = math.exp(-slope)
+    return float(r**lo * (-math.expm1(-slope * (hi - lo + 1))) / (-math.expm1(-slope)))
+
+
+# --- symbolic derivations --------------------------------------------------------------------------------
+
+
+def derive_characteristic(law: str):
+    """Sympy derivation of phi(k) for a law, returning (expression, symbols dict).
+
+    gaussian, uniform: the integral int e^{i k x} p(x) dx done by sympy; wrapped-cauchy: the Cauchy
+    characteristic function (sympy.stats) with the wrapping identity E e^{i k (X mod 2 pi)} = E e^{i k X}
+    for integer k; lattice: the finite geometric sum (1/m) sum_j e^{i k (offset + 2 pi j / m)} for a given
+    m; vonmises: I_k(kappa)/I_0(kappa) e^{i k mu} from the integral representation
+    I_k(kappa) = (1/pi) int_0^pi e^{kappa cos t} cos(k t) dt (A&S 9.6.19), stated, not integrated.
+    """
+    import sympy as sy
+
+    k = sy.Symbol("k", integer=True, positive=True)
+    x = sy.Symbol("x", real=True)
+    mu = sy.Symbol("mu", real=True)
+    if law == "gaussian":
+        s = sy.Symbol("sigma", positive=True)
+        pdf = sy.exp(-(x - mu) ** 2 / (2 * s**2)) / sy.sqrt(2 * sy.pi * s**2)
+        expr = sy.simplify(sy.integrate(sy.exp(sy.I * k * x) * pdf, (x, -sy.oo, sy.oo)))
+        return expr, {"k": k, "mu": mu, "sigma": s}
+    if law == "uniform":
+        a = sy.Symbol("a", positive=True)
+        expr = sy.simplify(sy.integrate(sy.exp(sy.I * k * x) / (2 * a), (x, -a, a)).rewrite(sy.sin))
+        return expr, {"k": k, "a": a}
+    if law == "wrapped-cauchy":
+        from sympy.stats import Cauchy, characteristic_function
+
+        g = sy.Symbol("gamma", positive=True)
+        expr = characteristic_function(Cauchy("X", mu, g))(k)
+        return sy.simplify(expr), {"k": k, "mu": mu, "gamma": g}
+    if law == "vonmises":
+        kap = sy.Symbol("kappa", positive=True)
+        return sy.exp(sy.I * k * mu) * sy.besseli(k, kap) / sy.besseli(0, kap), {"k": k, "mu": mu, "kappa": kap}
+    if law == "lattice":
+        off = sy.Symbol("offset", real=True)
+        m = sy.Symbol("m", integer=True, positive=True)
+        j = sy.Symbol("j", integer=True, nonnegative=True)
+        expr = sy.Sum(sy.exp(sy.I * k * (off + 2 * sy.pi * j / m)), (j, 0, m - 1)) / m
+        return expr, {"k": k, "offset": off, "m": m, "j": j}
+    raise ValueError(f"no derivation for law {law!r}")
