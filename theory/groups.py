@@ -1,0 +1,133 @@
+"""Isotropic-mean families: Haar, Givens and the Lie walk (E[A] = rho I), and NoPE (A = I).
+
+Haar (issue: "zero after one step").  For A Haar on O(d) (d >= 1) or SO(d) (d >= 2), right invariance
+gives E[A] = E[A G] = E[A] G for every fixed G of the group; for a unit v take G with G v = -v (a rotation
+by pi in a plane containing v, or -I in O(1)), so E[A] v = -E[A] v = 0.  Every product of >= 1 independent
+Haar steps is Haar, hence E[A_n ... A_1] = 0 for n >= 1, and q^T P k has the law of |q||k| u_1 with u
+uniform on S^{d-1}, so E[(q^T P k)^2] = |q|^2 |k|^2 / d (C4, stated in the paper).  SO(1) = {1} is the exception (E[A] = 1).
+
+Givens: a rotation by theta ~ N(0, sigma^2) in a uniformly random coordinate plane (i, j).  Each coordinate
+lies in the plane with probability 2/d, and E cos theta = e^{-sigma^2/2}, E sin theta = 0, so
+    rho = 1 - (2/d) (1 - e^{-sigma^2/2})                                      (reconstruction, derived here).
+
+Lie walk: A = expm(X), X skew with i.i.d. N(0, sigma^2) entries above the diagonal.  The law of X is
+invariant under X -> O X O^T for every O in O(d), so E[A] = rho I with rho = E[tr A] / d.  The eigenvalues
+of X are +-i x_j (j = 1..floor(d/2), plus a 0 when d is odd) with joint density proportional to
+prod_{j<l} (x_j^2 - x_l^2)^2 prod_j x_j^{2 (d mod 2)} exp(-x_j^2 / (2 sigma^2)) (Mehta, "Random Matrices",
+ch. 13, antisymmetric Gaussian ensemble).  In the variable x this is a determinantal process built from the
+even (d even) or odd (d odd) Hermite functions, and int h_n(u)^2 cos(t u) du = e^{-t^2/4} L_n(t^2/2)
+(L_n Laguerre), which gives the exact rate
+    rho = [ (d mod 2) + 2 e^{-sigma^2/2} sum_{j=0}^{floor(d/2)-1} L_{2j + (d mod 2)}(sigma^2) ] / d
+(reconstruction, derived here; d = 2: e^{-sigma^2/2}; d = 3: (1 + 2 (1 - sigma^2) e^{-sigma^2/2}) / 3).
+The heat-kernel approximation rho ~ exp(-(d - 1) sigma^2 / 2) (Brownian motion on SO(d) with the Casimir
+E[X^2] = -(d - 1) sigma^2 I) agrees to first order in sigma^2; ``lie_walk_heat_kernel`` gives it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import scipy.special as sp
+
+from ._common import NoClosedForm, family_kind
+
+
+def haar_mean(d: int, n: Any, group: str = "O") -> np.ndarray:
+    """Scalar of E[A_n ... A_1] for Haar steps: 1 at n = 0, 0 for n >= 1 (1 for SO(1) = {1})."""
+    n = np.asarray(n)
+    if group == "SO" and d == 1:
+        return np.ones(n.shape)
+    return (n == 0).astype(float)
+
+
+def haar_far_second_moment(q_norm_sq: float, k_norm_sq: float, d: int) -> float:
+    """E[(q^T P k)^2] = |q|^2 |k|^2 / d for P Haar on O(d) or SO(d) (d >= 2): u_1^2 ~ Beta(1/2, (d-1)/2)."""
+    return q_norm_sq * k_norm_sq / d
+
+
+def givens_rate(d: int, sigma: float) -> float:
+    """rho = 1 - (2/d)(1 - exp(-sigma^2/2)) for the random-plane Givens step (d >= 2)."""
+    if d < 2:
+        raise ValueError(f"givens needs d >= 2, got {d}")
+    return 1.0 - 2.0 / d * (-math.expm1(-sigma**2 / 2.0))
+
+
+def givens_pair_operator(d: int, sigma: float) -> np.ndarray:
+    """E[A (x) A] (d^2, d^2) for the Givens step, exact: average over the d(d-1)/2 planes of
+    E over theta of kron(A, A) with A = B0 + cos(theta) B1 + sin(theta) B2, using E cos = e^{-s^2/2},
+    E sin = 0, E cos^2 = (1 + e^{-2 s^2})/2, E sin^2 = (1 - e^{-2 s^2})/2, E cos sin = 0.
+    """
+    c1, c2 = math.exp(-sigma**2 / 2), (1 + math.exp(-2 * sigma**2)) / 2
+    s2 = 1.0 - c2
+    eye = np.eye(d)
+    total = np.zeros((d * d, d * d))
+    pairs = 0
+    for i in range(d):
+        for j in range(i + 1, d):
+            b1 = np.zeros((d, d))
+            b1[i, i] = b1[j, j] = 1.0
+            b0 = eye - b1
+            b2 = np.zeros((d, d))
+            b2[j, i], b2[i, j] = 1.0, -1.0
+            k = np.kron
+            total += (k(b0, b0) + c1 * (k(b0, b1) + k(b1, b0)) + c2 * k(b1, b1) + s2 * k(b2, b2))
+            pairs += 1
+    return total / pairs
+
+
+def lie_walk_rate(d: int, sigma: float) -> float:
+    """Exact rho = E[tr expm(X)] / d for the Lie walk (module docstring; reconstruction)."""
+    if d < 1:
+        raise ValueError(f"d must be >= 1, got {d}")
+    odd = d % 2
+    orders = 2 * np.arange(d // 2) + odd
+    s2 = sigma**2
+    return float((odd + 2.0 * math.exp(-s2 / 2.0) * np.sum(sp.eval_laguerre(orders, s2))) / d)
+
+
+def lie_walk_heat_kernel(d: int, sigma: float) -> float:
+    """Heat-kernel approximation exp(-(d-1) sigma^2 / 2) of the Lie-walk rate (first order in sigma^2)."""
+    return math.exp(-(d - 1) * sigma**2 / 2.0)
+
+
+def family_rate(family: Any) -> float:
+    """rho with E[A] = rho I for the built-in haar, givens, lie-walk, nope and householder(sphere) families."""
+    kind = family_kind(family)
+    if kind == "haar":
+        return float(haar_mean(family.dim, 1, family.group))
+    if kind == "givens":
+        return givens_rate(family.dim, family.sigma)
+    if kind == "lie-walk":
+        return lie_walk_rate(family.dim, family.sigma)
+    if kind == "nope":
+        return 1.0
+    if kind == "householder" and family.w == "sphere":
+        return 1.0 - family.beta / family.dim
+    raise NoClosedForm(f"{type(family).__name__}: no scalar mean E[A] = rho I known")
+
+
+def family_norm_rate(family: Any) -> float:
+    """tau with E[A^T A] = tau I: 1 for orthogonal families, 1 - beta(2-beta)/d for householder(sphere)."""
+    kind = family_kind(family)
+    if kind in ("haar", "givens", "lie-walk", "nope", "rope", "so2-accumulated"):
+        return 1.0
+    if kind == "householder" and family.w == "sphere":
+        return 1.0 - family.beta * (2.0 - family.beta) / family.dim
+    raise NoClosedForm(f"{type(family).__name__}: no scalar E[A^T A] known")
+
+
+def derive_lie_walk_small_sigma(d: int):
+    """Sympy: series of the exact Lie-walk rate in s = sigma^2 to first order, for a given d.
+
+    Returns (exact expression in s, its first-order coefficient); the heat-kernel claim is that the
+    coefficient equals -(d - 1)/2.
+    """
+    import sympy as sy
+
+    s = sy.Symbol("s", positive=True)
+    odd = d % 2
+    expr = (odd + 2 * sy.exp(-s / 2) * sum(sy.assoc_laguerre(2 * j + odd, 0, s) for j in range(d // 2))) / d
+    coeff = sy.diff(expr, s).subs(s, 0)
+    return sy.simplify(expr), sy.nsimplify(sy.simplify(coeff))
