@@ -1,0 +1,66 @@
+"""theory.predict: the dispatcher's contract (shapes, errors, consistency between quantities)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from accum.simulations.examples import SignedPermutation
+from accum.simulations.families import make_family
+from accum.theory import NoClosedForm, QUANTITIES, predict
+from accum.theory import groups, householder
+
+BUILTINS = [("rope", {}), ("nope", {}), ("so2-accumulated", dict(law="gaussian")), ("so2-accumulated", dict(law="token", source="markov")),
+            ("so2-accumulated", dict(law="lattice", m=2)), ("householder", dict(beta=1.0)), ("householder", dict(beta=2.0, w="token")),
+            ("haar", {}), ("haar", dict(group="SO")), ("givens", dict(sigma=0.5)), ("lie-walk", dict(sigma=0.3))]
+OPTIONS = {"coherence": dict(steps=6), "mean-product-sq": dict(steps=6), "norm-sq": dict(steps=6), "onset": dict(eps=0.1, max_steps=500),
+           "window": dict(context=20), "far-variance": dict(offset=3), "far-mass": dict(far_sizes=[1, 10], s0=2.0),
+           "near-weight": dict(far_sizes=[1, 10], s0=2.0), "near-weight-bound": dict(far_sizes=[1, 10], s0=2.0),
+           "alibi-floor": dict(far_sizes=[1, 10], s0=2.0, slope=0.5), "far-residual": dict(far_sizes=[1, 10])}
+
+
+@pytest.mark.parametrize("name,params", BUILTINS, ids=[f"{n}-{'-'.join(map(str, p.values()))}" for n, p in BUILTINS])
+def test_every_quantity_is_finite_of_the_right_shape_or_says_no_closed_form(name, params):
+    fam = make_family(name, dim=8, **params)
+    assert set(OPTIONS) == set(QUANTITIES)
+    answered = 0
+    for quantity, opts in OPTIONS.items():
+        try:
+            value = np.asarray(predict(quantity, fam, **opts), dtype=float)
+        except NoClosedForm:
+            continue
+        answered += 1
+        if quantity in ("coherence", "mean-product-sq", "norm-sq"):
+            assert value.shape == (7,) and value[0] == pytest.approx(1.0)
+        elif "far_sizes" in opts:
+            assert value.shape == (2,)
+        if quantity != "onset":
+            assert np.all(np.isfinite(value)), quantity
+    assert answered >= 8
+
+
+def test_quantities_are_mutually_consistent():
+    fam = make_family("householder", dim=8, beta=1.0)
+    c = predict("coherence", fam, steps=30)
+    assert predict("window", fam, context=31) == pytest.approx(np.sum(c**2), rel=1e-12)
+    np.testing.assert_allclose(predict("mean-product-sq", fam, steps=30), c**2, rtol=1e-12)
+    np.testing.assert_allclose(predict("norm-sq", fam, steps=5), householder.norm_shrinkage(1.0, 8, np.arange(6)))
+    assert predict("onset", fam, eps=0.05) == pytest.approx(math.log(0.05) / math.log(1 - 1 / 8))
+    haar = make_family("haar", dim=8)
+    assert predict("far-variance", haar, offset=4) == pytest.approx(1.0) and predict("far-variance", haar, offset=0) == pytest.approx(8.0)
+    np.testing.assert_allclose(predict("near-weight", haar, far_sizes=[10], s0=2.0), 1 / (1 + predict("far-mass", haar, far_sizes=[10], s0=2.0)))
+    assert predict("coherence", "givens", steps=2)[2] == pytest.approx(groups.givens_rate(16, 1.0) ** 2)  # name accepted
+
+
+def test_errors_name_the_problem():
+    user = SignedPermutation(dim=4)
+    with pytest.raises(NoClosedForm, match="user-defined"):
+        predict("coherence", user, steps=3)
+    with pytest.raises(NotImplementedError):  # NoClosedForm is a NotImplementedError
+        predict("far-mass", make_family("so2-accumulated", law="token"), far_sizes=[3], s0=1.0)
+    with pytest.raises(NoClosedForm):
+        predict("far-variance", make_family("lie-walk", dim=4), offset=2)
+    with pytest.raises(ValueError, match="unknown quantity"):
+        predict("nonsense", make_family("haar"))
+    with pytest.raises(ValueError, match="bad options"):
+        predict("coherence", make_family("haar"), step=3)
