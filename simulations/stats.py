@@ -8,7 +8,7 @@ implementation fails the report with probability at most alpha.
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import norm
+from scipy.special import ndtri
 
 from .params import ParamError
 
@@ -19,7 +19,7 @@ def z_threshold(budget: float, n_checks: int = 1) -> float:
         raise ParamError(f"budget must lie in (0, 1), got {budget!r}")
     if n_checks < 1:
         raise ParamError(f"n_checks must be >= 1, got {n_checks!r}")
-    return float(norm.isf(budget / (2.0 * n_checks)))
+    return float(-ndtri(budget / (2.0 * n_checks)))
 
 
 def z_scores(measured: np.ndarray, predicted: np.ndarray, stderr: np.ndarray, floor: float = 0.0) -> np.ndarray:
