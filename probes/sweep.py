@@ -8,7 +8,8 @@ arguments loses nothing and redoes nothing; a partially trained arm resumes from
 sweep.json (read by figure 6): {"config": {"train", "eval", "arms", "analysis_multiplier"},
 "seq_len", "multipliers", "lengths", "arms": {arm: {"ppl": [per length], "ppl_last_segment": [...],
 "train": {tokens_seen, seconds, final_train_loss, n_params}, "eval": [evaluate_length dicts],
-"analysis": analyse dict}}, "table_markdown", "provenance", "timings"}.
+"analysis": analyse dict}}, "complete" (false while arms are missing), "table_markdown",
+"provenance", "timings"}; rewritten after every arm.
 """
 
 from __future__ import annotations
@@ -84,35 +85,46 @@ def markdown_table(seq_len: int, multipliers: list[int], arms: dict) -> str:
     return "\n".join([head, sep, *rows]) + "\n"
 
 
+def _sweep_arm(cfg: SweepConfig, arm: str, run_dir: Path, data: CharData, data_meta: dict, device: str,
+               threads: int, progress: bool) -> dict:
+    """Train (or reuse / resume) and evaluate (or reuse) one arm; its summary for sweep.json."""
+    tcfg = replace(cfg.train, arm=arm)
+    tres = _finished(run_dir / RESULTS, "config", tcfg.to_dict())
+    if tres is None or not tres["finished"]:
+        tres = train(tcfg, run_dir, data=data, data_meta=data_meta, device=device, threads=threads, progress=progress)
+    eres = _finished(run_dir / EVAL_RESULTS, "eval_config", cfg.eval.to_dict())
+    if eres is None or eres["train_config"] != tcfg.to_dict():
+        eres = evaluate_run(run_dir, data, cfg.eval, cfg.analysis_multiplier, cfg.analysis_windows, device, threads)
+        write_json(run_dir / EVAL_RESULTS, eres)
+    return {"ppl": [r["ppl"] for r in eres["lengths"]],
+            "ppl_last_segment": [r["ppl_last_segment"] for r in eres["lengths"]],
+            "train": {"tokens_seen": tres["tokens_seen"], "seconds": tres["timings"]["train_seconds"],
+                      "final_train_loss": tres["final_train_loss"], "n_params": tres["n_params"]},
+            "eval": eres["lengths"], "analysis": eres["analysis"], "eval_seconds": eres["seconds"]}
+
+
+def _write_summary(cfg: SweepConfig, out_dir: Path, arms: dict, data_meta: dict, threads: int, device: str,
+                   seconds: float) -> dict:
+    """sweep.json and sweep.md for the arms done so far ("complete" once every arm of cfg is in)."""
+    mult = list(cfg.eval.multipliers)
+    seq_len = cfg.train.seq_len
+    table = markdown_table(seq_len, mult, arms)
+    result = {"config": cfg.to_dict(), "seq_len": seq_len, "multipliers": mult, "lengths": [m * seq_len for m in mult],
+              "data": data_meta, "arms": arms, "complete": list(arms) == list(cfg.arms), "table_markdown": table,
+              "provenance": provenance(threads, device), "timings": {"sweep_seconds": seconds}}
+    write_json(out_dir / "sweep.json", result)
+    write_atomic(out_dir / "sweep.md", table.encode())
+    return result
+
+
 def run_sweep(cfg: SweepConfig, out_dir: Path, *, cache_dir: Path | None = None, device: str = "cpu",
               threads: int = 2, progress: bool = True) -> dict:
     """Train, evaluate and analyse every arm of ``cfg`` under ``out_dir``; returns the sweep.json dict."""
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
     data, data_meta = load_data(cfg.train, cache_dir)
-    arms = {}
+    arms: dict = {}
     for arm in cfg.arms:
-        tcfg = replace(cfg.train, arm=arm)
-        run_dir = out_dir / arm
-        tres = _finished(run_dir / RESULTS, "config", tcfg.to_dict())
-        if tres is None or not tres["finished"]:
-            tres = train(tcfg, run_dir, data=data, data_meta=data_meta, device=device, threads=threads,
-                         progress=progress)
-        eres = _finished(run_dir / EVAL_RESULTS, "eval_config", cfg.eval.to_dict())
-        if eres is None or eres["train_config"] != tcfg.to_dict():
-            eres = evaluate_run(run_dir, data, cfg.eval, cfg.analysis_multiplier, cfg.analysis_windows, device, threads)
-            write_json(run_dir / EVAL_RESULTS, eres)
-        arms[arm] = {"ppl": [r["ppl"] for r in eres["lengths"]],
-                     "ppl_last_segment": [r["ppl_last_segment"] for r in eres["lengths"]],
-                     "train": {"tokens_seen": tres["tokens_seen"], "seconds": tres["timings"]["train_seconds"],
-                               "final_train_loss": tres["final_train_loss"], "n_params": tres["n_params"]},
-                     "eval": eres["lengths"], "analysis": eres["analysis"], "eval_seconds": eres["seconds"]}
-    mult = list(cfg.eval.multipliers)
-    seq_len = cfg.train.seq_len
-    table = markdown_table(seq_len, mult, arms)
-    result = {"config": cfg.to_dict(), "seq_len": seq_len, "multipliers": mult, "lengths": [m * seq_len for m in mult],
-              "data": data_meta, "arms": arms, "table_markdown": table, "provenance": provenance(threads, device),
-              "timings": {"sweep_seconds": time.perf_counter() - t0}}
-    write_json(out_dir / "sweep.json", result)
-    write_atomic(out_dir / "sweep.md", table.encode())
+        arms[arm] = _sweep_arm(cfg, arm, out_dir / arm, data, data_meta, device, threads, progress)
+        result = _write_summary(cfg, out_dir, arms, data_meta, threads, device, time.perf_counter() - t0)
     return result

@@ -128,7 +128,7 @@ def test_sweep_writes_one_table_and_reuses_finished_arms(tmp_path, monkeypatch):
     table = (tmp_path / "sweep.md").read_text()
     assert "| learned_qkv |" in table and "2x (32)" in table
     saved = json.loads((tmp_path / "sweep.json").read_text())
-    assert saved["lengths"] == [16, 32] and set(saved["arms"]) == {"nope", "learned_qkv"}
+    assert saved["lengths"] == [16, 32] and set(saved["arms"]) == {"nope", "learned_qkv"} and saved["complete"]
     stamp = (tmp_path / "nope" / "train.json").stat().st_mtime_ns
     again = run_sweep(cfg, tmp_path, progress=False, threads=1)
     assert (tmp_path / "nope" / "train.json").stat().st_mtime_ns == stamp
