@@ -1,0 +1,56 @@
+"""Caption text saved beside each figure: what it shows, the configuration of every curve, the seeds.
+
+The first line is the whole caption in one line (summary, size, root seed); the lines after it list each
+curve's job (quantity, family parameters, resolved options, its own seed and data file), the theory
+evaluators used and any theory curve that is missing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from .data import Measured
+from .overlays import Theory
+from .specs import FigureSpec
+
+SEED_RULE = ("each curve's seed is simulations.sweep.job_seed(root seed, its config, 0), stored in its record, "
+             "so a curve's numbers do not depend on the other curves")
+
+
+def _assignments(values: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in values.items())
+
+
+def job_line(m: Measured) -> str:
+    """One curve's job: series, quantity, family and given parameters, resolved options, seed, file."""
+    config = m.record["config"]
+    stamp = m.record.get("sweep", {})
+    return (f"- {m.job.series}: {config['quantity']} of {config['family']}({_assignments(m.job.params)}); "
+            f"options {_assignments(config['options'])}; seed {m.record['seed']}; "
+            f"file {stamp.get('hash', '?')}.json")
+
+
+def caption(spec: FigureSpec, measured: Sequence[Measured], theory: Theory, root_seed: int, size: str,
+            results_dir: Path) -> str:
+    """Caption of a measured figure (figures 1-5)."""
+    version = measured[0].record.get("version", "?") if measured else "?"
+    head = (f"{spec.name}: {spec.summary} Size: {size}; {len(measured)} Monte Carlo jobs; root seed {root_seed}; "
+            f"bands and error bars are +-2 standard errors; theory from {theory.source or 'none'}.")
+    notes = [f"Note: {n}" for n in theory.notes] or ["Every theory curve is drawn."]
+    return "\n".join([head, f"Seeds: root seed {root_seed} (accum figures --seed); {SEED_RULE}.",
+                      f"Data: {results_dir} (accum {version}). Curves:", *(job_line(m) for m in measured),
+                      *notes]) + "\n"
+
+
+def probes_caption(spec: FigureSpec, sweep: dict, path: Path) -> str:
+    """Caption of figure 6 from the probes' sweep.json (training and evaluation config and seeds)."""
+    train, evaluation = sweep["config"]["train"], sweep["config"]["eval"]
+    model = ", ".join(f"{k}={train[k]}" for k in ("d_model", "n_heads", "n_layers", "seq_len", "batch_size", "steps", "lr")
+                      if k in train)
+    head = (f"{spec.name}: {spec.summary} Arms: {', '.join(sweep['arms'])}; train length L={sweep['seq_len']}; "
+            f"training seed {train.get('seed', '?')}, evaluation seed {evaluation.get('seed', '?')}.")
+    return "\n".join([head, f"Training: {model}.",
+                      f"Evaluation: multipliers {sweep['multipliers']}, {evaluation.get('n_tokens', '?')} validation "
+                      f"targets per length (the same targets at every length).",
+                      f"Data: {path}."]) + "\n"

@@ -1,0 +1,46 @@
+"""``accum figures [--out DIR] [--results DIR] [--quick] [--seed S]``: every paper figure, PNG and PDF."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from accum.simulations.measure import check_seed
+from accum.simulations.params import ParamError
+from accum.simulations.sweep import default_workers
+
+from .data import DEFAULT_RESULTS, DataError
+from .make import DEFAULT_OUT, DEFAULT_PROBES, make_figures
+
+
+def add_figures(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("figures", help="every paper figure as PNG + PDF + caption",
+                       description="Figures 1-6 from saved results; measurements missing from --results are "
+                                   "computed first (progress bar on stderr) and saved, so a rerun computes nothing.")
+    p.add_argument("--out", default=str(DEFAULT_OUT), metavar="DIR", help=f"figure directory (default {DEFAULT_OUT})")
+    p.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR",
+                   help=f"saved measurements, one JSON per job (default {DEFAULT_RESULTS})")
+    p.add_argument("--quick", action="store_true", help="tiny sizes (seconds; for smoke tests, not for reading)")
+    p.add_argument("--seed", type=int, default=0, help="root seed of every measurement (default 0)")
+    p.add_argument("--probes", default=str(DEFAULT_PROBES), metavar="PATH",
+                   help=f"probe sweep results for figure 6 (default {DEFAULT_PROBES}; skipped if absent)")
+    p.add_argument("--workers", type=int, metavar="N", help="processes for missing measurements (default: usable CPUs)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(run=run_figures)
+
+
+def run_figures(args: argparse.Namespace) -> int:
+    """One line per figure on stdout (its files, or why it was skipped); exit 1 if a measurement failed."""
+    workers = default_workers() if args.workers is None else args.workers
+    if isinstance(workers, bool) or workers < 1:
+        raise ParamError(f"--workers must be an integer >= 1, got {workers!r}")
+    try:
+        outcomes = make_figures(args.out, args.results, quick=args.quick, seed=check_seed(args.seed),
+                                probes=args.probes, workers=workers, progress=not args.no_progress)
+    except DataError as err:
+        print(f"accum figures: {err}", file=sys.stderr)
+        return 1
+    for outcome in outcomes:
+        files = ", ".join(str(f) for f in outcome.files)
+        print(f"{outcome.name}: {outcome.message}" + (f": {files}" if files else ""))
+    return 0

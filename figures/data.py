@@ -1,0 +1,92 @@
+"""Saved measurements for the figures: one JSON record per job, computed only when missing or invalid.
+
+Job identity and execution are the sweep's (``simulations.sweep``), so a figure's data file is exactly the
+file ``accum sweep`` would write for the same job:
+
+* config = {quantity, family, params (given + the family's resolved fields), options (resolved)};
+* seed = ``sweep.job_seed(root_seed, config, 0)``: from the run's root seed and the job's own config, never
+  from its position in a figure, so adding a curve leaves every other curve's numbers unchanged;
+* file = ``RESULTS_DIR/<sha256 of {config, root_seed, replicate 0, seed, code version}>.json``, written
+  atomically; a file is reused only if it reads back (``sweep.read_job_record``) as the record of that
+  very job, so a truncated, corrupt, foreign or stale (other code version) file is recomputed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple, Sequence
+
+from tqdm import tqdm
+
+from accum.simulations import sweep
+from accum.simulations.families import family_name, family_params
+from accum.simulations.measure import resolve_job
+from accum.simulations.results import ResultError, atomic_write_json
+
+from .specs import Job
+
+DEFAULT_RESULTS = Path("results/figures-data")
+
+
+class Measured(NamedTuple):
+    """A figure job and its saved record (``record["result"]`` holds the estimate)."""
+
+    job: Job
+    record: dict
+
+
+class DataError(RuntimeError):
+    """Some figure jobs failed; the others were saved and a rerun retries only the failed ones."""
+
+
+def sweep_job(job: Job, root_seed: int, modules: tuple[str, ...], code: dict) -> sweep.Job:
+    """The job as a ``simulations.sweep.Job`` (validated), keyed with ``code``, the identity of ``modules``."""
+    _, family, options = resolve_job(job.quantity, job.family, job.params, job.options)
+    config = {"quantity": job.quantity, "family": family_name(family),
+              "params": {**job.params, **family_params(family)}, "options": options}
+    key = sweep.job_key(config, root_seed, 0, code)
+    return sweep.Job(f"{job.series} ({job.quantity}, {job.family})", job.quantity, job.family, job.params,
+                     options, 0, modules, key, sweep.digest(key))
+
+
+def plan(jobs: Sequence[Job], root_seed: int) -> list[sweep.Job]:
+    """Sweep jobs for ``jobs``, in order; the installed code's identity is fingerprinted once per family
+    module set (``sweep.job_modules``)."""
+    package = sweep.measure_modules()
+    modules = {job.family: sweep.job_modules(package, job.family) for job in jobs}
+    codes = {mods: sweep.code_identity(mods) for mods in set(modules.values())}
+    return [sweep_job(job, root_seed, modules[job.family], codes[modules[job.family]]) for job in jobs]
+
+
+def load(results_dir: Path, job: sweep.Job) -> dict | None:
+    """The saved record of ``job`` under ``results_dir``, or None if missing or invalid."""
+    try:
+        return sweep.read_job_record(sweep.result_path(results_dir, job), job.hash)
+    except ResultError:
+        return None
+
+
+def ensure(jobs: Sequence[Job], results_dir: str | Path = DEFAULT_RESULTS, root_seed: int = 0, *,
+           workers: int = 1, progress: bool = True) -> list[Measured]:
+    """Records of ``jobs`` in order, computing (with a tqdm bar on stderr) and saving only the missing ones.
+
+    Each finished job is written as soon as it arrives, so an interrupted run keeps what it finished.
+    Raises ``DataError`` naming the failed jobs after saving all the others.
+    """
+    results_dir = Path(results_dir)
+    planned = plan(jobs, root_seed)
+    records = {p.hash: load(results_dir, p) for p in planned}
+    todo = list({p.hash: p for p in planned if records[p.hash] is None}.values())
+    failed = []
+    with tqdm(total=len(todo), desc="figure data", unit="job", disable=not progress or not todo) as bar:
+        for job, outcome in sweep.outcomes(todo, workers, None):
+            if isinstance(outcome, Exception):
+                failed.append(f"{job.where}: {type(outcome).__name__}: {outcome}")
+            else:
+                atomic_write_json(sweep.result_path(results_dir, job), outcome)
+                records[job.hash] = outcome
+            bar.update()
+    if failed:
+        shown = "; ".join(failed[:3]) + (f"; and {len(failed) - 3} more" if len(failed) > 3 else "")
+        raise DataError(f"{len(failed)} of {len(todo)} figure jobs failed (rerun to retry them): {shown}")
+    return [Measured(job, records[p.hash]) for job, p in zip(jobs, planned)]

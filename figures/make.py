@@ -1,0 +1,112 @@
+"""Make every figure: ensure the data, draw, and save PNG + PDF + caption atomically.
+
+Each output file is written to a temporary name in the output directory and moved over the target with
+``os.replace``, so a reader (or an interrupted run) never leaves half a figure behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib
+from matplotlib.figure import Figure
+
+from accum.simulations.results import ResultError, atomic_write_text
+
+from .captions import caption, probes_caption
+from .data import DEFAULT_RESULTS, Measured, ensure
+from .overlays import THEORIES
+from .plots import BUILDERS, STYLE, fig_probes
+from .specs import FigureSpec, figure_specs
+
+DEFAULT_OUT = Path("results/figures")
+DEFAULT_PROBES = Path("results/probes/sweep.json")
+FORMATS = ("png", "pdf")
+PROBE_KEYS = ("config", "seq_len", "multipliers", "arms")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one figure: the files written (none if skipped) and a one-line message."""
+
+    name: str
+    files: tuple[Path, ...]
+    message: str
+
+
+def save_figure(fig: Figure, out_dir: Path, name: str, text: str) -> tuple[Path, ...]:
+    """``out_dir/name.png``, ``.pdf`` and the caption ``.txt``, each written atomically."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt in FORMATS:
+        path = out_dir / f"{name}.{fmt}"
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=out_dir)
+        os.close(fd)
+        try:
+            with matplotlib.rc_context(STYLE):
+                fig.savefig(tmp, format=fmt)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        paths.append(path)
+    paths.append(atomic_write_text(out_dir / f"{name}.txt", text))
+    return tuple(paths)
+
+
+def read_probe_sweep(path: Path) -> dict | None:
+    """The probes' sweep.json (format: ``probes.sweep``), None if there is none; ``ResultError`` if it is
+    unreadable or lacks the keys figure 6 reads."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ResultError(f"{path}: corrupt probe results ({err})") from None
+    if not isinstance(data, dict) or any(k not in data for k in PROBE_KEYS) or not data["arms"]:
+        raise ResultError(f"{path}: not a probe sweep (needs keys {', '.join(PROBE_KEYS)} and at least one arm)")
+    return data
+
+
+def measured_figure(spec: FigureSpec, measured: Sequence[Measured], out_dir: Path, root_seed: int, size: str,
+                    results_dir: Path) -> Outcome:
+    """Theory curves, the drawing and its files for one of figures 1-5."""
+    theory = THEORIES[spec.name](measured)
+    fig = BUILDERS[spec.name](measured, theory)
+    files = save_figure(fig, out_dir, spec.name, caption(spec, measured, theory, root_seed, size, results_dir))
+    missing = f" ({len(theory.notes)} theory curve(s) missing, see caption)" if theory.notes else ""
+    return Outcome(spec.name, files, f"{len(measured)} curves/points{missing}")
+
+
+def probes_figure(spec: FigureSpec, probes: Path, out_dir: Path) -> Outcome:
+    """Figure 6 from the probes' sweep.json, or a skip message when there are no probe results."""
+    sweep = read_probe_sweep(probes)
+    if sweep is None:
+        return Outcome(spec.name, (), f"skipped: no probe results at {probes} (run `accum probe sweep` first)")
+    files = save_figure(fig_probes(sweep), out_dir, spec.name, probes_caption(spec, sweep, probes))
+    return Outcome(spec.name, files, f"{len(sweep['arms'])} probe arms")
+
+
+def make_figures(out_dir: str | Path = DEFAULT_OUT, results_dir: str | Path = DEFAULT_RESULTS, *, quick: bool = False,
+                 seed: int = 0, probes: str | Path = DEFAULT_PROBES, workers: int = 1,
+                 progress: bool = True) -> list[Outcome]:
+    """Figures 1-6 under ``out_dir``; measurements missing from ``results_dir`` are computed first (one
+    progress bar for all of them)."""
+    out_dir, results_dir = Path(out_dir), Path(results_dir)
+    specs = figure_specs(quick)
+    jobs = [job for spec in specs for job in spec.jobs]
+    records = iter(ensure(jobs, results_dir, seed, workers=workers, progress=progress))
+    size = "quick" if quick else "default"
+    outcomes = []
+    for spec in specs:
+        if spec.jobs:
+            measured = [next(records) for _ in spec.jobs]
+            outcomes.append(measured_figure(spec, measured, out_dir, seed, size, results_dir))
+        else:
+            outcomes.append(probes_figure(spec, Path(probes), out_dir))
+    return outcomes

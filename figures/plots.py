@@ -1,0 +1,329 @@
+"""One pure function per figure: saved records (+ theory curves) in, a matplotlib ``Figure`` out.
+
+Nothing here measures or evaluates theory; it only reads ``record["result"]`` (and the ``Theory`` curves of
+``figures.overlays``) and draws.  Figures are built as ``matplotlib.figure.Figure`` objects (no pyplot, no
+figure registry), on the Agg backend, with mathtext labels, inside ``matplotlib.rc_context(STYLE)`` so the
+shared style never leaks into the caller's rcParams.  Error bands and bars are +-2 standard errors.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+import matplotlib
+import matplotlib.ticker
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from .data import Measured  # noqa: E402
+from .overlays import Theory, by_series  # noqa: E402
+
+#: the one style of every figure
+STYLE: dict[str, Any] = {
+    "figure.dpi": 100,
+    "savefig.dpi": 150,
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.labelsize": 9,
+    "legend.fontsize": 7.5,
+    "legend.frameon": False,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "axes.grid": True,
+    "grid.alpha": 0.25,
+    "grid.linewidth": 0.6,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "lines.linewidth": 1.4,
+    "lines.markersize": 3.5,
+    "errorbar.capsize": 2,
+    "mathtext.fontset": "dejavusans",
+    "text.usetex": False,
+    "pdf.fonttype": 42,
+}
+
+#: one colour per series, the same in every figure
+COLORS = {
+    "so2-gaussian": "#1f77b4", "so2-token": "#ff7f0e", "householder-2": "#2ca02c", "givens": "#9467bd",
+    "rope": "#666666", "so2-uniform": "#17becf", "so2-vonmises": "#8c564b", "so2-cauchy": "#e377c2",
+    "householder-1": "#bcbd22", "lie-walk": "#d62728", "haar": "#000000", "nope": "#000000", "alibi": "#d62728",
+    "qkv-0.5": "#1f77b4", "qkv-1": "#17becf", "qk-0.5": "#666666",
+    "random": "#1f77b4", "learned": "#ff7f0e", "learned_qkv": "#9467bd", "path": "#2ca02c",
+}
+FALLBACK = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+THEORY = {"linestyle": "--", "linewidth": 1.3, "alpha": 0.95, "zorder": 3}
+#: Monte Carlo curves: markers (one shape per series) joined by a thin line, drawn under the theory
+MC = {"linewidth": 0.9, "zorder": 2}
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h")
+#: standard errors either side of an estimate in bands and error bars
+K_SE = 2.0
+
+PROBE_LABELS = {
+    "nope": "NoPE", "rope": "RoPE", "alibi": "ALiBi", "random": "random accumulated SO(2)",
+    "learned": "learned token angles (QK)", "learned_qkv": "learned token angles (QKV)",
+    "path": "PaTH (Householder)",
+}
+
+
+def color(series: str, index: int = 0) -> str:
+    return COLORS.get(series, FALLBACK[index % len(FALLBACK)])
+
+
+def marker(index: int) -> str:
+    return MARKERS[index % len(MARKERS)]
+
+
+def plain_ticks(ax: Axes, values: Sequence[float]) -> None:
+    """Log-scaled x axis labelled at ``values`` in plain numbers (16, 64, ... rather than 2^4, 2^6)."""
+    ax.set_xticks(list(values), [f"{v:g}" for v in values])
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+
+
+def plain_log_y(ax: Axes) -> None:
+    """Log-scaled y axis labelled 1, 2, 5, 10, 20, ... in plain numbers (for ranges of a few decades)."""
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
+def styled(build: Callable[..., Figure]) -> Callable[..., Figure]:
+    """Run a figure builder inside ``rc_context(STYLE)``."""
+    @functools.wraps(build)
+    def wrapper(*args: Any, **kwargs: Any) -> Figure:
+        with matplotlib.rc_context(STYLE):
+            return build(*args, **kwargs)
+    return wrapper
+
+
+def result(m: Measured) -> dict:
+    return m.record["result"]
+
+
+def arrays(m: Measured, *keys: str) -> list[np.ndarray]:
+    return [np.asarray(result(m)[k], dtype=float) for k in keys]
+
+
+def draw_theory(ax: Axes, theory: Theory, name: str, c: str, label: str | None = None, **style: Any) -> None:
+    """The theory curve ``name`` if the theory has one (missing ones are noted in the caption)."""
+    curve = theory.curves.get(name)
+    if curve is not None:
+        ax.plot(curve.x, curve.y, color=c, label=label, **{**THEORY, **style})
+
+
+def theory_legend_entry(ax: Axes, text: str = "theory (dashed)") -> None:
+    """A neutral legend entry explaining the dashed lines."""
+    ax.plot([], [], color="0.3", label=text, **THEORY)
+
+
+# ------------------------------------------------------------------------------------------- figure 1
+
+def _coherence_panel(ax: Axes, measured: Sequence[Measured], theory: Theory) -> float:
+    """|c(n)| and its +-2 se band up to the first n where |c| <= 2 se (from there on the estimate is
+    indistinguishable from 0 and is not drawn), theory |c(n)| dashed.  Returns the smallest |c| drawn, for
+    the y range."""
+    lowest = np.inf
+    for i, m in enumerate(measured):
+        c = color(m.job.series, i)
+        steps, mean, se = arrays(m, "steps", "mean", "stderr")
+        mag = np.abs(mean)
+        resolved = np.logical_and.accumulate(mag > K_SE * se)
+        ax.plot(steps, np.where(resolved, mag, np.nan), color=c, marker=".", label=m.job.label, **MC)
+        ax.fill_between(steps, mag - K_SE * se, mag + K_SE * se, where=resolved, color=c, alpha=0.18, linewidth=0)
+        lowest = min(lowest, float(np.min(mag[resolved], initial=np.inf)))
+        curve = theory.curves.get(m.job.series)
+        if curve is not None:
+            ax.plot(curve.x, np.where(np.abs(curve.y) > 0, np.abs(curve.y), np.nan), color=c, **THEORY)
+    ax.set_yscale("log")
+    ax.set_xlabel(r"accumulated steps $n$")
+    ax.set_ylabel(r"coherence $|c(n)| = |\mathbb{E}\,[q^{\mathsf{T}} A_n \cdots A_1 k]|$")
+    return lowest
+
+
+@styled
+def fig_coherence(measured: Sequence[Measured], theory: Theory) -> Figure:
+    """Figure 1: coherence versus steps, SO(2) angle laws (and RoPE) left, matrix families right."""
+    fig = Figure(figsize=(11, 5.2), layout="constrained")
+    axes = fig.subplots(1, 2, sharey=True)
+    titles = ("(a) SO(2) planes: accumulated angles, RoPE for contrast", "(b) matrix families")
+    lows = []
+    for panel, (ax, title) in enumerate(zip(axes, titles)):
+        lows.append(_coherence_panel(ax, [m for m in measured if m.job.panel == panel], theory))
+        ax.set_title(title)
+        theory_legend_entry(ax)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
+    axes[1].set_ylabel("")
+    axes[1].yaxis.set_tick_params(labelleft=True)
+    bottom = min(lows)
+    axes[0].set_ylim(0.3 * bottom if np.isfinite(bottom) else 1e-4, 1.6)
+    fig.suptitle(r"C1: products of accumulated transforms become incoherent ($q = k = 1/\sqrt{d}$; "
+                 r"markers: Monte Carlo until $|c|$ first falls to $2\,$se)", fontsize=10)
+    return fig
+
+
+# ------------------------------------------------------------------------------------------- figure 2
+
+@styled
+def fig_window(measured: Sequence[Measured], theory: Theory) -> Figure:
+    """Figure 2: window width W(T) versus context length T (log-log)."""
+    fig = Figure(figsize=(6.6, 4.6), layout="constrained")
+    ax = fig.subplots()
+    for i, (key, group) in enumerate(by_series(measured).items()):
+        c = color(key, i)
+        t = np.array([result(m)["context"] for m in group], dtype=float)
+        w = np.array([result(m)["mean"] for m in group])
+        se = np.array([result(m)["stderr"] for m in group])
+        ax.errorbar(t, w, yerr=K_SE * se, color=c, marker=marker(i), label=group[0].job.label, **MC)
+        draw_theory(ax, theory, key, c)
+    theory_legend_entry(ax)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    plain_ticks(ax, sorted({result(m)["context"] for m in measured}))
+    plain_log_y(ax)
+    ax.set_xlabel(r"context length $T$ (tokens)")
+    ax.set_ylabel(r"window width $W(T) = \Sigma_{\Delta<T}\, c_T(\Delta)^2$ (offsets)")
+    ax.set_title(r"C2: finite mixing window, independent of $T$ ($d = 16$)")
+    ax.legend(loc="upper left")
+    return fig
+
+
+# ------------------------------------------------------------------------------------------- figure 3
+
+@styled
+def fig_score_gap(measured: Sequence[Measured], theory: Theory) -> Figure:
+    """Figure 3: (a) far-score densities per d against the near score, (b) the gap in far standard
+    deviations, (c) the far-score second moment d E[s^2]."""
+    fig = Figure(figsize=(13, 4.2), layout="constrained")
+    ax_hist, ax_gap, ax_var = fig.subplots(1, 3, gridspec_kw={"width_ratios": (1.5, 1, 1)})
+    cmap = matplotlib.colormaps["viridis"]
+    shades = [cmap(0.9 * i / max(len(measured) - 1, 1)) for i in range(len(measured))]
+    for m, c in zip(measured, shades):
+        counts, edges = arrays(m, "hist_counts", "hist_edges")
+        density = counts / (counts.sum() * np.diff(edges))
+        ax_hist.stairs(np.where(density > 0, density, np.nan), edges, color=c, linewidth=1.4, label=m.job.label)
+    near = result(measured[0])["near"]
+    ax_hist.axvline(near, color="#d62728", linewidth=1.6, label=rf"near score $q^{{\mathsf{{T}}}}k = {near:g}$")
+    ax_hist.set_yscale("log")
+    ax_hist.set_xlabel(r"score $s = q^{\mathsf{T}} A_\Delta \cdots A_1 k$  ($|q| = |k| = 1$)")
+    ax_hist.set_ylabel("density of far scores")
+    offset = result(measured[0])["offset"]
+    ax_hist.set_title(rf"(a) far scores at distance $\Delta = {offset}$")
+    ax_hist.legend(loc="upper left")
+
+    dims = np.array([result(m)["dim"] for m in measured], dtype=float)
+    gap = np.array([result(m)["gap_sd"] for m in measured])
+    ax_gap.plot(dims, gap, "o", color="#1f77b4", label="Monte Carlo", zorder=4)
+    draw_theory(ax_gap, theory, "gap", "0.2", label=r"theory $\sqrt{d}$")
+    ax_gap.set_xscale("log", base=2)
+    ax_gap.set_yscale("log", base=2)
+    plain_ticks(ax_gap, dims)
+    ax_gap.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+    ax_gap.set_xlabel(r"head dimension $d$")
+    ax_gap.set_ylabel(r"gap $(q^{\mathsf{T}}k - \mathbb{E}\,s) / \mathrm{sd}(s)$ (far sd)")
+    ax_gap.set_title(r"(b) the gap opens as $\sqrt{d}$")
+    ax_gap.legend(loc="upper left")
+
+    var = np.array([result(m)["mean"] for m in measured])
+    se = np.array([result(m)["stderr"] for m in measured])
+    ax_var.errorbar(dims, var, yerr=K_SE * se, fmt="o", color="#1f77b4", label=r"Monte Carlo $\pm 2\,$se", zorder=4)
+    draw_theory(ax_var, theory, "far-variance", "0.2", label=r"theory $|q|^2|k|^2 = 1$")
+    ax_var.set_xscale("log", base=2)
+    plain_ticks(ax_var, dims)
+    ax_var.set_ylim(0, max(1.5, float(np.max(var + K_SE * se)) * 1.1))
+    ax_var.set_xlabel(r"head dimension $d$")
+    ax_var.set_ylabel(r"$d\,\mathbb{E}\,[s^2]$ (far variance $\times\, d$)")
+    ax_var.set_title(r"(c) far variance is $1/d$")
+    ax_var.legend(loc="lower right")
+    fig.suptitle(r"C4: far scores concentrate as $\mathcal{N}(0, |q|^2|k|^2/d)$ (SO(2) Gaussian angles, "
+                 r"$\sigma = 1$)", fontsize=10)
+    return fig
+
+
+# ------------------------------------------------------------------------------------------- figure 4
+
+@styled
+def fig_near_weight(measured: Sequence[Measured], theory: Theory) -> Figure:
+    """Figure 4: near-target weight w(N) versus the far-set size N (log-log)."""
+    fig = Figure(figsize=(7.2, 4.8), layout="constrained")
+    ax = fig.subplots()
+    for i, m in enumerate(measured):
+        c = color(m.job.series, i)
+        sizes, w, se = arrays(m, "far_sizes", "mean", "stderr")
+        ax.errorbar(sizes, w, yerr=K_SE * se, color=c, marker=marker(i), label=m.job.label, **MC)
+        draw_theory(ax, theory, m.job.series, c, linestyle=":")
+    draw_theory(ax, theory, "bound", "black", label=r"bound $w \leq 1/(1 + N e^{-2 s_0})$ (any steps of norm $\leq 1$)",
+                linestyle="--", linewidth=1.4)
+    draw_theory(ax, theory, "alibi-floor", "#d62728",
+                label=r"ALiBi floor $1/(1 + \Sigma_{\Delta \leq N}\, e^{-m\Delta})$", linestyle="-.", linewidth=1.4)
+    ax.plot([], [], color="0.3", linestyle=":", label=r"theory $1/(1 + \mathbb{E}\,$far mass$)$ (dotted)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(r"far-set size $N$ (far keys)")
+    ax.set_ylabel(r"near-target weight $w(N) = e^{s_0} / (e^{s_0} + \Sigma_{\Delta=1}^{N}\, e^{s_\Delta})$")
+    s0 = result(measured[0])["s0"]
+    ax.set_title(rf"C5: near weight $\to 0$ with $N$ unless far mass is controlled ($s_0 = {s0:g}$, $d = 16$)")
+    ax.legend(loc="lower left", fontsize=7)
+    return fig
+
+
+# ------------------------------------------------------------------------------------------- figure 5
+
+@styled
+def fig_far_residual(measured: Sequence[Measured], theory: Theory) -> Figure:
+    """Figure 5: far residual E|r(N)|^2 / |m|^2 with and without value rotation (log-log)."""
+    fig = Figure(figsize=(6.8, 4.6), layout="constrained")
+    ax = fig.subplots()
+    for i, m in enumerate(measured):
+        c = color(m.job.series, i)
+        sizes, r, se = arrays(m, "far_sizes", "mean", "stderr")
+        ax.errorbar(sizes, r, yerr=K_SE * se, color=c, marker=marker(i), label=m.job.label, **MC)
+        draw_theory(ax, theory, m.job.series, c)
+    theory_legend_entry(ax, r"theory, exact in $N$ (dashed): $\to (1+\rho)/((1-\rho)N)$ with rotation, $1$ without")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(r"far-set size $N$ (far values)")
+    ax.set_ylabel(r"$\mathbb{E}\,|r(N)|^2 / |m|^2$, $\; r(N) = N^{-1}\Sigma_{\Delta=1}^{N}\, P_\Delta m$")
+    ax.set_title(r"C6: rotated values add incoherently: $|r| \propto 1/\sqrt{N}$ ($d = 16$)")
+    ax.legend(loc="lower left")
+    return fig
+
+
+# ------------------------------------------------------------------------------------------- figure 6
+
+@styled
+def fig_probes(sweep: dict) -> Figure:
+    """Figure 6: probe perplexity versus evaluation length / train length, one line per arm, from the
+    probes' ``sweep.json`` (whole windows left, last train-length segment right)."""
+    fig = Figure(figsize=(11, 4.4), layout="constrained")
+    axes = fig.subplots(1, 2, sharey=True)
+    mult = np.asarray(sweep["multipliers"], dtype=float)
+    for ax, key, title in zip(axes, ("ppl", "ppl_last_segment"),
+                              ("(a) all positions of each window", "(b) last train-length segment of each window")):
+        for i, (arm, res) in enumerate(sweep["arms"].items()):
+            ax.plot(mult, res[key], marker=marker(i), color=color(arm, i), label=PROBE_LABELS.get(arm, arm))
+        ax.axvline(1.0, color="0.5", linewidth=1.0, linestyle=":",
+                   label=rf"train length $L = {sweep['seq_len']}$ tokens")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        plain_ticks(ax, mult)
+        plain_log_y(ax)
+        ax.set_xlabel(r"evaluation length / train length $L_{\mathrm{eval}} / L$")
+        ax.set_title(title)
+    axes[0].set_ylabel("perplexity (per character)")
+    axes[0].legend(loc="upper left")
+    fig.suptitle("C7: attention probes evaluated past their train length", fontsize=10)
+    return fig
+
+
+BUILDERS: dict[str, Callable[[Sequence[Measured], Theory], Figure]] = {
+    "fig1_coherence": fig_coherence,
+    "fig2_window": fig_window,
+    "fig3_score_gap": fig_score_gap,
+    "fig4_near_weight": fig_near_weight,
+    "fig5_far_residual": fig_far_residual,
+}
+

@@ -1,0 +1,169 @@
+"""What each figure needs: its measurement jobs (quantity, family, params, options), at two sizes.
+
+A figure's jobs are plain data; ``figures.data`` turns them into saved records (the seed of each job comes
+from the run's root seed and the job's config, see ``figures.data``) and ``figures.plots`` draws them.
+``quick`` sizes are tiny (seconds in total, for tests and smoke runs); the default sizes give the figures
+in the repository (a few CPU minutes in total).
+
+Every family is built from the registry in ``simulations.families``; unit probes q = k = m = 1/sqrt(d)
+throughout (the estimators' default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: head dimension shared by every figure except the score-gap sweep over d (and the Lie walk, d = 8)
+DIM = 16
+
+
+@dataclass(frozen=True)
+class Job:
+    """One measurement ``measure(quantity, family, params, options, seed)`` a figure needs.
+
+    series: which curve of the figure it belongs to (its colour and legend entry, see ``figures.plots``);
+    label: the legend text (mathtext allowed); panel: which panel of the figure draws it.
+    """
+
+    quantity: str
+    family: str
+    params: dict
+    options: dict
+    series: str
+    label: str
+    panel: int = 0
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """name: the file stem of the figure; summary: what it shows (first line of the caption)."""
+
+    name: str
+    summary: str
+    jobs: tuple[Job, ...] = field(default_factory=tuple)
+
+
+def _so2(law: str, **params) -> dict:
+    return {"dim": DIM, "law": law, **params}
+
+
+#: families whose steps are not random: a handful of samples gives the exact value (standard error 0)
+DETERMINISTIC = ("rope", "nope")
+
+
+def _few_if_deterministic(family: str) -> dict:
+    """Options overriding the sample count for deterministic families."""
+    return {"samples": 4} if family in DETERMINISTIC else {}
+
+
+def coherence_spec(quick: bool) -> FigureSpec:
+    """Figure 1: |c(n)| = |E[q^T A_n ... A_1 k]| for every built-in family (NoPE is c = 1, left out)."""
+    steps, samples = (8, 64) if quick else (64, 20000)
+    lie_steps, lie_samples = (4, 16) if quick else (24, 1000)
+    haar_steps, haar_samples = (4, 64) if quick else (8, 8000)
+    opts = {"steps": steps, "samples": samples}
+    so2 = [
+        ("so2-gaussian", r"SO(2) Gaussian $\sigma=0.5$", _so2("gaussian", sigma=0.5)),
+        ("so2-uniform", r"SO(2) uniform $a=1$", _so2("uniform", a=1.0)),
+        ("so2-vonmises", r"SO(2) von Mises $\kappa=4$", _so2("vonmises", kappa=4.0)),
+        ("so2-cauchy", r"SO(2) wrapped Cauchy $\gamma=0.2$", _so2("wrapped-cauchy", gamma=0.2)),
+        ("so2-token", r"SO(2) token angles ($V=8$)", _so2("token", vocab=8, table_sigma=1.0)),
+    ]
+    jobs = [Job("coherence", "so2-accumulated", p, opts, key, label, 0) for key, label, p in so2]
+    jobs.append(Job("coherence", "rope", {"dim": DIM}, {**opts, **_few_if_deterministic("rope")}, "rope",
+                    "RoPE (deterministic)", 0))
+    jobs += [
+        Job("coherence", "householder", {"dim": DIM, "beta": 1.0}, opts, "householder-1",
+            r"Householder $\beta=1$", 1),
+        Job("coherence", "householder", {"dim": DIM, "beta": 2.0}, opts, "householder-2",
+            r"Householder $\beta=2$ (reflection)", 1),
+        Job("coherence", "givens", {"dim": DIM, "sigma": 1.0}, opts, "givens", r"Givens $\sigma=1$", 1),
+        Job("coherence", "lie-walk", {"dim": 8, "sigma": 0.5}, {"steps": lie_steps, "samples": lie_samples},
+            "lie-walk", r"Lie walk $\sigma=0.5$, $d=8$", 1),
+        Job("coherence", "haar", {"dim": DIM}, {"steps": haar_steps, "samples": haar_samples}, "haar",
+            r"Haar O(d): $c(n) = 0$ for $n \geq 1$", 1),
+    ]
+    return FigureSpec("fig1_coherence",
+                      "Coherence |E[q^T A_n...A_1 k]| versus the number of accumulated steps n, Monte Carlo "
+                      "(line, band = +-2 standard errors) against theory (dashed); log y.", tuple(jobs))
+
+
+#: (series, legend label, family, params) of the window figure
+WINDOW_FAMILIES = (
+    ("so2-gaussian", r"SO(2) Gaussian $\sigma=0.5$", "so2-accumulated", _so2("gaussian", sigma=0.5)),
+    ("so2-token", r"SO(2) token angles ($V=8$)", "so2-accumulated", _so2("token", vocab=8, table_sigma=1.0)),
+    ("householder-2", r"Householder $\beta=2$", "householder", {"dim": DIM, "beta": 2.0}),
+    ("givens", r"Givens $\sigma=1$", "givens", {"dim": DIM, "sigma": 1.0}),
+    ("rope", "RoPE (contrast)", "rope", {"dim": DIM}),
+)
+
+
+def window_spec(quick: bool) -> FigureSpec:
+    """Figure 2: mixing-window width W(T) at each context length T; flat for accumulated transforms."""
+    contexts, samples = ((8, 16), 8) if quick else ((16, 32, 64, 128, 256, 512, 1024), 400)
+    jobs = tuple(Job("window", fam, params, {"context": t, "samples": samples, **_few_if_deterministic(fam)}, key, label)
+                 for key, label, fam, params in WINDOW_FAMILIES for t in contexts)
+    return FigureSpec("fig2_window",
+                      "Mixing-window width W(T) = sum_Delta c_T(Delta)^2 versus context length T: flat for "
+                      "accumulated transforms, growing for RoPE; Monte Carlo +-2 se against theory (dashed).", jobs)
+
+
+def score_gap_spec(quick: bool) -> FigureSpec:
+    """Figure 3: far-score distribution at distance Delta for growing head dimension d (SO(2) Gaussian)."""
+    dims, offset, samples = ((4, 16), 4, 200) if quick else ((4, 16, 64, 256), 64, 20000)
+    jobs = tuple(Job("score-gap", "so2-accumulated", {"dim": d, "law": "gaussian", "sigma": 1.0},
+                     {"offset": offset, "samples": samples}, f"d{d}", f"$d={d}$") for d in dims)
+    return FigureSpec("fig3_score_gap",
+                      "Near score q.k = 1 against the far-score distribution s = q^T A_Delta...A_1 k for growing head "
+                      "dimension d: far scores concentrate at 0 with variance 1/d, so the gap opens as sqrt(d).", jobs)
+
+
+def near_weight_spec(quick: bool) -> FigureSpec:
+    """Figure 4: near-target attention weight among N far keys, rotation families against ALiBi."""
+    opts = {"n_max": 100, "points": 3, "samples": 4} if quick else {"n_max": 100_000, "points": 11, "samples": 32}
+    opts = {**opts, "s0": 4.0}
+    rows = [
+        ("so2-gaussian", r"SO(2) Gaussian $\sigma=0.5$", "so2-accumulated", _so2("gaussian", sigma=0.5), 0.0),
+        ("so2-token", r"SO(2) token angles ($V=8$)", "so2-accumulated", _so2("token", vocab=8, table_sigma=1.0), 0.0),
+        ("householder-2", r"Householder $\beta=2$", "householder", {"dim": DIM, "beta": 2.0}, 0.0),
+        ("rope", "RoPE", "rope", {"dim": DIM}, 0.0),
+        ("nope", "NoPE (no transport)", "nope", {"dim": DIM}, 0.0),
+        ("alibi", r"ALiBi slope $0.5$ (NoPE + bias)", "nope", {"dim": DIM}, 0.5),
+    ]
+    jobs = tuple(Job("near-weight", fam, params, {**opts, "alibi_slope": slope, **_few_if_deterministic(fam)},
+                     key, label) for key, label, fam, params, slope in rows)
+    return FigureSpec("fig4_near_weight",
+                      "Attention weight on one near target (logit s0) among N far copies of its key versus N: "
+                      "rotations alone let it fall to 0 (below the bound 1/(1+N e^{-2 s0})); ALiBi's bias keeps it "
+                      "above a floor.", jobs)
+
+
+def far_residual_spec(quick: bool) -> FigureSpec:
+    """Figure 5: far value residual |r(N)|^2 / |m|^2 with (QKV) and without (QK only) value rotation."""
+    opts = {"n_max": 100, "points": 3, "samples": 8} if quick else {"n_max": 20_000, "points": 9, "samples": 400}
+    rows = [
+        ("qkv-0.5", r"QKV rotation, SO(2) $\sigma=0.5$", _so2("gaussian", sigma=0.5), 1),
+        ("qkv-1", r"QKV rotation, SO(2) $\sigma=1$", _so2("gaussian", sigma=1.0), 1),
+        ("qk-0.5", r"QK only (values not rotated), $\sigma=0.5$", _so2("gaussian", sigma=0.5), 0),
+    ]
+    jobs = tuple(Job("far-residual", "so2-accumulated", params, {**opts, "value_rotation": rot}, key, label)
+                 for key, label, params, rot in rows)
+    return FigureSpec("fig5_far_residual",
+                      "Squared norm of the uniformly weighted far value residual r(N) = (1/N) sum_Delta P_Delta m "
+                      "versus the far-set size N: rotated values add incoherently (|r|^2 ~ 1/N, i.e. |r| ~ 1/sqrt(N)), "
+                      "unrotated values stay at |m|^2.", jobs)
+
+
+PROBES_SUMMARY = ("Probe perplexity versus evaluation length / train length for every probe arm (left: all "
+                  "positions of each window; right: the last train-length segment of each window).")
+
+
+def probes_spec() -> FigureSpec:
+    """Figure 6: read from the probes' sweep.json, no measurement jobs."""
+    return FigureSpec("fig6_probes", PROBES_SUMMARY)
+
+
+def figure_specs(quick: bool) -> tuple[FigureSpec, ...]:
+    """Figures 1-6 in order."""
+    return (coherence_spec(quick), window_spec(quick), score_gap_spec(quick), near_weight_spec(quick),
+            far_residual_spec(quick), probes_spec())

@@ -1,0 +1,162 @@
+"""Figures 1-6 render on tiny configs into real, non-trivial PNG/PDF files with captions; figure 6 follows
+the probe results; saved data is reused, never recomputed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import matplotlib
+import matplotlib.image
+import numpy as np
+import pytest
+
+from accum.figures import data as fig_data
+from accum.figures import plots
+from accum.figures.cli import add_figures
+from accum.figures.make import make_figures, probes_figure, read_probe_sweep
+from accum.figures.specs import figure_specs, probes_spec
+from accum.simulations import sweep
+from accum.simulations.results import ResultError
+
+SEED = 3
+MEASURED = ("fig1_coherence", "fig2_window", "fig3_score_gap", "fig4_near_weight", "fig5_far_residual")
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    """One quick run of every figure (no probe results), shared by the tests of this module."""
+    root = tmp_path_factory.mktemp("figures")
+    out, results = root / "out", root / "data"
+    outcomes = make_figures(out, results, quick=True, seed=SEED, probes=root / "no-such-sweep.json",
+                            workers=1, progress=False)
+    return out, results, {o.name: o for o in outcomes}
+
+
+def assert_real_image(png: Path, pdf: Path) -> None:
+    """PNG decodes, is a few hundred pixels each way, has varied pixels and coloured (data) pixels; the PDF
+    is a PDF of non-trivial size."""
+    assert png.stat().st_size > 20_000 and pdf.stat().st_size > 10_000
+    img = matplotlib.image.imread(png)
+    assert img.ndim == 3 and img.shape[0] > 300 and img.shape[1] > 500
+    rgb = img[..., :3]
+    assert float(rgb.std()) > 0.08
+    coloured = (rgb.max(axis=-1) - rgb.min(axis=-1)) > 0.25
+    assert int(coloured.sum()) > 2000, "no coloured (data) pixels: the curves are missing"
+    assert pdf.read_bytes()[:5] == b"%PDF-"
+
+
+@pytest.mark.parametrize("name", MEASURED)
+def test_measured_figure_files(quick_run, name):
+    out, results, outcomes = quick_run
+    assert outcomes[name].files == (out / f"{name}.png", out / f"{name}.pdf", out / f"{name}.txt")
+    assert_real_image(out / f"{name}.png", out / f"{name}.pdf")
+    text = (out / f"{name}.txt").read_text()
+    assert f"root seed {SEED}" in text and "seed " in text.splitlines()[3]
+    spec = next(s for s in figure_specs(True) if s.name == name)
+    assert len([line for line in text.splitlines() if line.startswith("- ")]) == len(spec.jobs)
+    assert not list(out.glob(".*.tmp")), "temporary files left behind"
+
+
+def test_probes_figure_skipped_without_results(quick_run):
+    out, _, outcomes = quick_run
+    assert outcomes["fig6_probes"].files == ()
+    assert "no probe results" in outcomes["fig6_probes"].message
+    assert not list(out.glob("fig6_probes.*"))
+
+
+def synthetic_sweep(arms=("nope", "rope", "alibi", "random", "learned", "learned_qkv", "path")) -> dict:
+    """A small sweep.json in the probes' format (``probes.sweep.run_sweep``)."""
+    mult = [1, 2, 4, 8]
+    rng = np.random.default_rng(0)
+    return {"config": {"train": {"seed": 11, "seq_len": 32, "d_model": 32, "n_heads": 2, "n_layers": 1, "steps": 5,
+                                 "batch_size": 4, "lr": 0.002},
+                       "eval": {"multipliers": mult, "n_tokens": 512, "chunk": 32, "tokens_per_batch": 256, "seed": 12},
+                       "arms": list(arms), "analysis_multiplier": 4},
+            "seq_len": 32, "multipliers": mult, "lengths": [32 * m for m in mult],
+            "arms": {arm: {"ppl": list(5 + i + rng.uniform(0, 3, len(mult)).cumsum()),
+                           "ppl_last_segment": list(5 + i + rng.uniform(0, 6, len(mult)).cumsum()),
+                           "train": {"tokens_seen": 640, "seconds": 1.0, "final_train_loss": 2.0, "n_params": 1000}}
+                     for i, arm in enumerate(arms)},
+            "table_markdown": "", "timings": {"sweep_seconds": 1.0}}
+
+
+def test_probes_figure_drawn_from_sweep_file(tmp_path):
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(synthetic_sweep()))
+    outcome = probes_figure(probes_spec(), path, tmp_path / "out")
+    png, pdf, txt = outcome.files
+    assert_real_image(png, pdf)
+    text = txt.read_text()
+    assert "training seed 11" in text and "evaluation seed 12" in text and "learned_qkv" in text
+
+
+def test_corrupt_or_foreign_probe_file_is_an_error(tmp_path):
+    bad = tmp_path / "sweep.json"
+    bad.write_text('{"arms": {')
+    with pytest.raises(ResultError):
+        read_probe_sweep(bad)
+    bad.write_text(json.dumps({"arms": {}}))
+    with pytest.raises(ResultError):
+        read_probe_sweep(bad)
+    assert read_probe_sweep(tmp_path / "missing.json") is None
+
+
+def quick_jobs():
+    return [job for spec in figure_specs(True) for job in spec.jobs]
+
+
+def test_second_run_recomputes_nothing(quick_run, monkeypatch):
+    _, results, _ = quick_run
+    files = sorted(results.glob("*.json"))
+    assert len(files) == len({job.hash for job in fig_data.plan(quick_jobs(), SEED)})
+    before = {f: f.stat().st_mtime_ns for f in files}
+
+    def refuse(job):
+        raise AssertionError(f"recomputed {job.where}")
+
+    monkeypatch.setattr(sweep, "run_job", refuse)
+    measured = fig_data.ensure(quick_jobs(), results, SEED, progress=False)
+    assert [m.job for m in measured] == quick_jobs()
+    assert {f: f.stat().st_mtime_ns for f in sorted(results.glob("*.json"))} == before
+
+
+def test_corrupt_record_is_recomputed_alone(tmp_path):
+    jobs = quick_jobs()[:3]
+    first = fig_data.ensure(jobs, tmp_path, SEED, progress=False)
+    planned = fig_data.plan(jobs, SEED)
+    victim = sweep.result_path(tmp_path, planned[1])
+    others = [sweep.result_path(tmp_path, planned[i]) for i in (0, 2)]
+    stamps = [f.stat().st_mtime_ns for f in others]
+    victim.write_text(victim.read_text()[:100])
+    again = fig_data.ensure(jobs, tmp_path, SEED, progress=False)
+    assert again[1].record["result"] == first[1].record["result"]  # same seed, same numbers
+    assert [f.stat().st_mtime_ns for f in others] == stamps
+    assert json.loads(victim.read_text())["sweep"]["hash"] == victim.stem
+
+
+def test_job_seed_follows_root_seed_and_config():
+    jobs = quick_jobs()[:2]
+    zero, one, again = fig_data.plan(jobs, 0), fig_data.plan(jobs, 1), fig_data.plan(jobs[::-1], 0)
+    assert zero[0].seed != one[0].seed and zero[0].seed != zero[1].seed
+    assert [j.seed for j in zero] == [j.seed for j in again[::-1]]  # not from a job's position
+
+
+def test_style_does_not_leak(quick_run):
+    before = dict(matplotlib.rcParams)
+    synthetic = synthetic_sweep(("rope",))
+    plots.fig_probes(synthetic)
+    assert dict(matplotlib.rcParams) == before
+    assert matplotlib.get_backend().lower() == "agg"
+
+
+def test_cli_options():
+    parser = argparse.ArgumentParser()
+    add_figures(parser.add_subparsers())
+    args = parser.parse_args(["figures", "--out", "o", "--results", "r", "--quick", "--seed", "5"])
+    assert (args.out, args.results, args.quick, args.seed) == ("o", "r", True, 5)
+    assert callable(args.run)
+    defaults = parser.parse_args(["figures"])
+    assert (defaults.out, defaults.results, defaults.quick, defaults.seed) == (
+        "results/figures", "results/figures-data", False, 0)
