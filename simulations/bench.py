@@ -2,6 +2,8 @@
 
 Each entry times a fast path and its baseline on the same inputs (best of ``repeats`` wall-clock runs,
 after one warm-up) and reports fast/baseline (or baseline/fast for speed-ups) with the target from issue 2.
+Two dense baselines: the per-pair oracle of the tests (O(T^3 d^3), so timed at T = 96) and a dense fp64
+forward scan (O(T^2 d^2), ``reference.scores_dense_scan``) at T = 1024, the strongest plain baseline.
 Ratios, not absolute times, are the result: they transfer between machines far better.
 """
 
@@ -67,6 +69,12 @@ def run_benchmarks(repeats: int = 3, seed: int = 0) -> list[dict]:
         run = (lambda f: lambda: est.coherence(f, n_steps, n, np.random.default_rng(1)))(fam)
         out.append(_ratio(f"coherence estimator / drawing its random steps ({name}, n=128, 4000 samples)",
                           best_time(run, repeats), best_time(draw, repeats), 3.0, "slowdown"))
+    t = 96
+    steps = hh.sample(rng, t, 1)
+    mats = steps.dense()
+    out.append(_ratio("per-pair fp64 reference (the tests' oracle) / fast scores (householder, T=96, d=64)",
+                      best_time(lambda: steps.scores(q[:, :t], k[:, :t]), repeats),
+                      best_time(lambda: reference.scores(mats, q[:, :t], k[:, :t]), 1), 50.0, "speedup"))
     t = 1024
     q, k = q[:, :t], k[:, :t]
     for name, fam in (("so2-accumulated", so2), ("householder", hh)):
