@@ -1,0 +1,136 @@
+"""theory.checks and `accum check`: Monte Carlo step-law estimates against closed forms, fixed spaces against
+their exact dimension, and the verdicts the issue requires (lattice {0, pi} and beta = 0 fail; beta = 1 on the
+sphere and gaussian sigma = 0.5 pass), for built-in and user-defined families.
+
+False-failure budget: 1e-4 per test (check reports run at budget 1e-4 too).
+"""
+
+import argparse
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from accum.simulations.examples import SignedPermutation
+from accum.simulations.families import make_family
+from accum.simulations.params import ParamError
+from accum.simulations.results import read_record
+from accum.simulations.stats import z_threshold
+from accum.simulations.steps import DenseSteps
+from accum.theory import checks, groups, householder
+from accum.theory.cli import add_subparser, run
+
+BUDGET = 1e-4
+
+
+def test_step_moments_match_closed_forms():
+    rng = np.random.default_rng(0)
+    d, m = 4, 20000
+    for fam, mean, pair in ((make_family("householder", dim=d, beta=0.8), householder.mean_rate(0.8, d) * np.eye(d), householder.pair_operator(0.8, d)),
+                            (make_family("givens", dim=d, sigma=0.7), groups.givens_rate(d, 0.7) * np.eye(d), groups.givens_pair_operator(d, 0.7))):
+        mats = checks.sample_steps(fam, m, rng)
+        est, se = checks.mean_step(mats)
+        kron = np.einsum("mij,mkl->mikjl", mats, mats).reshape(m, -1)
+        z = np.r_[((est - mean) / se).ravel(), (checks.pair_mean(mats).ravel() - pair.ravel()) / (kron.std(0, ddof=1) / math.sqrt(m) + 1e-15)]
+        assert np.all(np.abs(z) <= z_threshold(BUDGET, z.size)), np.abs(z).max()
+        np.testing.assert_allclose(checks.theory_mean(fam), mean, atol=1e-15)
+
+
+@pytest.mark.parametrize("name,params,dim_fixed,kappa", [
+    ("haar", dict(dim=5), 1, 1 / 5),
+    ("so2-accumulated", dict(dim=6, law="gaussian", sigma=0.5), 6, 0.5),  # I_b and J_b per plane
+    ("so2-accumulated", dict(dim=4, law="lattice", m=2), 8, 1.0),  # every within-plane 2x2 matrix
+    ("householder", dict(dim=4, beta=0.0), 16, 1.0),
+    ("householder", dict(dim=4, beta=1.0), 0, 0.0),
+])
+def test_fixed_space_dimension_and_coherent_direction(name, params, dim_fixed, kappa):
+    rng = np.random.default_rng(1)
+    mats = checks.sample_steps(make_family(name, **params), 800, rng)
+    fixed, comp = checks.fixed_space(checks.pair_mean(mats))
+    d = params["dim"]
+    assert fixed.shape[1] == dim_fixed and comp.shape[1] == d * d - dim_fixed
+    assert checks.coherent_direction(fixed, d, rng) == pytest.approx(kappa, abs=1e-6)
+
+
+def report(family, samples=1500, seed=0):
+    return checks.check(family, samples=samples, rng=np.random.default_rng(seed), budget=BUDGET, k_max=16)
+
+
+def test_lattice_law_and_beta_zero_fail_the_condition():
+    lat = report(make_family("so2-accumulated", dim=8, law="lattice", m=2))
+    assert not lat.condition_holds
+    assert lat.conditions["non-lattice"].passed is False and lat.conditions["coherent-direction"].passed is False
+    assert lat.conditions["first-moment-gap"].passed  # the mean vanishes, yet the law is lattice
+    assert not lat.claims["C1"]["applies"] and not lat.claims["C4"]["applies"] and "lattice" in lat.claims["C1"]["why"]
+    zero = report(make_family("householder", dim=8, beta=0.0))
+    assert not zero.condition_holds and zero.conditions["first-moment-gap"].passed is False
+    assert zero.conditions["second-moment-gap"].passed is False
+    assert not any(zero.claims[c]["applies"] for c in ("C1", "C2", "C3", "C4", "C6")) and zero.claims["C5"]["applies"]
+
+
+def test_gaussian_and_householder_sphere_pass():
+    gauss = report(make_family("so2-accumulated", dim=8, law="gaussian", sigma=0.5))
+    assert gauss.condition_holds and all(c["applies"] for c in gauss.claims.values())
+    assert gauss.conditions["non-lattice"].passed and gauss.conditions["orthogonal"].passed
+    assert gauss.theory["mean_step_max_z"] <= gauss.theory["mean_step_k"]  # sampler agrees with the closed form
+    hh = report(make_family("householder", dim=8, beta=1.0))
+    assert hh.condition_holds and hh.conditions["orthogonal"].passed is False and hh.conditions["norm-bounded"].passed
+    assert hh.conditions["non-lattice"].passed is None
+    refl = report(make_family("householder", dim=8, beta=2.0))
+    assert refl.condition_holds and refl.conditions["orthogonal"].passed
+
+
+def test_markov_tokens_are_dependent_and_certified_by_the_transfer_matrix():
+    r = report(make_family("so2-accumulated", dim=8, law="token", source="markov", stay=0.5))
+    assert r.conditions["independent-steps"].passed is False
+    assert r.theory["product_rate"] < 1 and r.claims["C1"]["applies"] and "transfer matrix" in r.claims["C1"]["why"]
+
+
+@dataclass(frozen=True)
+class StickyRotation:
+    """User-defined: one random 2-d rotation angle per sequence, repeated at every step (dependent steps)."""
+
+    dim: int = 2
+
+    def sample(self, rng, n_steps, batch):
+        theta = np.repeat(rng.uniform(-1.0, 1.0, size=(batch, 1)), n_steps, axis=1)
+        c, s = np.cos(theta), np.sin(theta)
+        return DenseSteps(np.stack([np.stack([c, -s], -1), np.stack([s, c], -1)], -2))
+
+
+def test_user_defined_families():
+    good = report(SignedPermutation(dim=5, signed=1))
+    assert good.condition_holds and good.theory == {} and good.family.endswith("SignedPermutation")
+    bad = report(SignedPermutation(dim=5, signed=0))
+    assert not bad.condition_holds and bad.conditions["first-moment-gap"].passed is False
+    sticky = report(StickyRotation())
+    assert sticky.conditions["first-moment-gap"].passed and sticky.conditions["independent-steps"].passed is False
+    assert not sticky.claims["C1"]["applies"] and "not certify" in sticky.claims["C1"]["why"]
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="accum")
+    add_subparser(p.add_subparsers(dest="command"))
+    return p
+
+
+def test_cli_exit_status_output_and_record(tmp_path, capsys):
+    path = tmp_path / "check.json"
+    args = parser().parse_args(["check", "householder", "--param", "dim=6", "--param", "beta=1", "--seed", "3",
+                                "--samples", "800", "--json", str(path)])
+    assert run(args) == 0
+    out = capsys.readouterr().out
+    assert "spectral-gap condition: HOLDS" in out and "first-moment-gap" in out
+    rec = read_record(path)
+    assert rec["kind"] == "check" and rec["seed"] == 3 and rec["config"]["params"]["beta"] == 1.0
+    assert rec["result"]["claims"]["C1"]["applies"] is True
+    json.dumps(rec)
+    args = parser().parse_args(["check", "so2-accumulated", "--param", "dim=4", "--param", "law=lattice", "--param", "m=2",
+                                "--samples", "400"])
+    assert run(args) == 1 and "FAILS" in capsys.readouterr().out
+    with pytest.raises(ParamError):
+        run(parser().parse_args(["check", "householder", "--param", "beta=3"]))
+    with pytest.raises(ParamError):
+        run(parser().parse_args(["check", "haar", "--samples", "2"]))
