@@ -45,7 +45,7 @@ def test_givens_rate_and_pair_operator_by_monte_carlo():
 
 @pytest.mark.parametrize("d,sigma", [(3, 0.7), (6, 0.5)])
 def test_lie_walk_rate_by_monte_carlo(d, sigma):
-    a = make_family("lie-walk", dim=d, sigma=sigma).sample(np.random.default_rng(d), 1, 4000).dense()[:, 0]
+    a = make_family("lie-walk", dim=d, sigma=sigma).sample(np.random.default_rng(d), 1, 3000).dense()[:, 0]
     tr = np.trace(a, axis1=1, axis2=2) / d
     assert_within(tr.mean(), tr.std(ddof=1) / math.sqrt(tr.size), groups.lie_walk_rate(d, sigma))
 
