@@ -50,7 +50,9 @@ def probes_caption(spec: FigureSpec, sweep: dict, path: Path) -> str:
                       if k in train)
     head = (f"{spec.name}: {spec.summary} Arms: {', '.join(sweep['arms'])}; train length L={sweep['seq_len']}; "
             f"training seed {train.get('seed', '?')}, evaluation seed {evaluation.get('seed', '?')}.")
-    return "\n".join([head, f"Training: {model}.",
+    missing = [arm for arm in sweep["config"].get("arms", []) if arm not in sweep["arms"]]
+    partial = [f"Partial sweep: arms not finished yet: {', '.join(missing)}."] if missing else []
+    return "\n".join([head, *partial, f"Training: {model}.",
                       f"Evaluation: multipliers {sweep['multipliers']}, {evaluation.get('n_tokens', '?')} validation "
                       f"targets per length (the same targets at every length).",
                       f"Data: {path}."]) + "\n"

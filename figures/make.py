@@ -89,7 +89,8 @@ def probes_figure(spec: FigureSpec, probes: Path, out_dir: Path) -> Outcome:
     if sweep is None:
         return Outcome(spec.name, (), f"skipped: no probe results at {probes} (run `accum probe sweep` first)")
     files = save_figure(fig_probes(sweep), out_dir, spec.name, probes_caption(spec, sweep, probes))
-    return Outcome(spec.name, files, f"{len(sweep['arms'])} probe arms")
+    planned = len(sweep["config"].get("arms", sweep["arms"]))
+    return Outcome(spec.name, files, f"{len(sweep['arms'])} of {planned} probe arms")
 
 
 def make_figures(out_dir: str | Path = DEFAULT_OUT, results_dir: str | Path = DEFAULT_RESULTS, *, quick: bool = False,

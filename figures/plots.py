@@ -315,7 +315,9 @@ def fig_probes(sweep: dict) -> Figure:
         ax.set_title(title)
     axes[0].set_ylabel("perplexity (per character)")
     axes[0].legend(loc="upper left")
-    fig.suptitle("C7: attention probes evaluated past their train length", fontsize=10)
+    planned = sweep["config"].get("arms", list(sweep["arms"]))
+    partial = f" (partial sweep: {len(sweep['arms'])} of {len(planned)} arms)" if len(sweep["arms"]) < len(planned) else ""
+    fig.suptitle(f"C7: attention probes evaluated past their train length{partial}", fontsize=10)
     return fig
 
 

@@ -85,7 +85,8 @@ def coherence_spec(quick: bool) -> FigureSpec:
     ]
     return FigureSpec("fig1_coherence",
                       "Coherence |E[q^T A_n...A_1 k]| versus the number of accumulated steps n, Monte Carlo "
-                      "(line, band = +-2 standard errors) against theory (dashed); log y.", tuple(jobs))
+                      "(markers and +-2 se band, drawn until |c| first falls to 2 se, i.e. into the noise) against "
+                      "theory (dashed); log y.", tuple(jobs))
 
 
 #: (series, legend label, family, params) of the window figure

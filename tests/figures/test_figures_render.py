@@ -79,7 +79,7 @@ def synthetic_sweep(arms=("nope", "rope", "alibi", "random", "learned", "learned
                            "ppl_last_segment": list(5 + i + rng.uniform(0, 6, len(mult)).cumsum()),
                            "train": {"tokens_seen": 640, "seconds": 1.0, "final_train_loss": 2.0, "n_params": 1000}}
                      for i, arm in enumerate(arms)},
-            "table_markdown": "", "timings": {"sweep_seconds": 1.0}}
+            "complete": True, "table_markdown": "", "timings": {"sweep_seconds": 1.0}}
 
 
 def test_probes_figure_drawn_from_sweep_file(tmp_path):
@@ -90,6 +90,18 @@ def test_probes_figure_drawn_from_sweep_file(tmp_path):
     assert_real_image(png, pdf)
     text = txt.read_text()
     assert "training seed 11" in text and "evaluation seed 12" in text and "learned_qkv" in text
+    assert "Partial" not in text and outcome.message == "7 of 7 probe arms"
+
+
+def test_partial_probe_sweep_says_which_arms_are_missing(tmp_path):
+    sweep_doc = synthetic_sweep()
+    sweep_doc["arms"] = {arm: sweep_doc["arms"][arm] for arm in ("nope", "rope")}
+    sweep_doc["complete"] = False
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(sweep_doc))
+    outcome = probes_figure(probes_spec(), path, tmp_path / "out")
+    assert outcome.message == "2 of 7 probe arms"
+    assert "arms not finished yet: alibi, random, learned, learned_qkv, path" in outcome.files[2].read_text()
 
 
 def test_corrupt_or_foreign_probe_file_is_an_error(tmp_path):
