@@ -19,9 +19,10 @@ Delta for far tokens Delta = 1..N (unit q = k, P_Delta the transport over Delta 
   near logit and decreases with each far one, so
       w <= e^S / (e^S + N e^{-S}) = 1 / (1 + N exp(-2S)) -> 0 as N grows, whatever the rotations,
   with equality when the near logit is S and every far logit sits at -S.
-* ALiBi: with the bias -slope Delta the far logits are <= S - slope Delta, so M <= sum_Delta e^{-slope Delta}
-  <= 1/(e^slope - 1): summable, and w >= 1 / (1 + sum_{Delta=1}^N e^{-slope Delta}) for every N -- the floor
-  stays length-stable.
+* ALiBi (the issue: "ALiBi's summable far mass"; the explicit floor is a reconstruction): with the bias
+  -slope Delta and norm-bounded steps the far logits are <= S - slope Delta, so
+  M <= sum_Delta e^{-slope Delta} <= 1/(e^slope - 1): summable, and w >= 1 / (1 + sum_{Delta=1}^N e^{-slope Delta})
+  for every N -- the floor stays length-stable.
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ even (d even) or odd (d odd) Hermite functions, and int h_n(u)^2 cos(t u) du = e
     rho = [ (d mod 2) + 2 e^{-sigma^2/2} sum_{j=0}^{floor(d/2)-1} L_{2j + (d mod 2)}(sigma^2) ] / d
 (reconstruction, derived here; d = 2: e^{-sigma^2/2}; d = 3: (1 + 2 (1 - sigma^2) e^{-sigma^2/2}) / 3).
 The heat-kernel approximation rho ~ exp(-(d - 1) sigma^2 / 2) (Brownian motion on SO(d) with the Casimir
-E[X^2] = -(d - 1) sigma^2 I) agrees to first order in sigma^2; ``lie_walk_heat_kernel`` gives it.
+E[X^2] = -(d - 1) sigma^2 I; the issue names "heat-kernel decay", this explicit form is a reconstruction)
+agrees to first order in sigma^2; ``lie_walk_heat_kernel`` gives it.  Products decay as rho^n either way.
 """
 
 from __future__ import annotations

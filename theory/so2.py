@@ -1,6 +1,6 @@
 """Accumulated SO(2) angles: characteristic functions, coherence, second moments and far mass.
 
-Setting (paper section on accumulated RoPE-style rotations; DESIGN.md C1, C4-C6).  A step is
+Setting (the paper's accumulated-rotation model as the issue states it; DESIGN.md C1, C4-C6).  A step is
 A_t = diag_b R(theta_tb) on d/2 interleaved planes (``simulations.conventions``).  The product over n
 steps rotates plane b by the accumulated angle Theta_b(n) = theta_1b + ... + theta_nb, so with
 c_b = conj(z_qb) z_kb (``_common.plane_coefficients``)
@@ -18,8 +18,8 @@ Everything below follows from the path characteristic psi_b(n; k) = E exp(i k Th
   prod_t exp(i k table[x_t, b]) one step at a time.  (Reconstruction: standard Markov additive-functional
   algebra, not copied from the paper.)  For i.i.d. tokens it reduces to (pi^T D 1)^n.
 
-Laws (one-step characteristic function phi(k) for integer k; sources: standard tables, e.g. Mardia & Jupp,
-"Directional Statistics", ch. 3):
+Laws (one-step characteristic function phi(k) for integer k; standard results, not taken from the paper:
+e.g. Mardia & Jupp, "Directional Statistics", ch. 3; wrapped-cauchy phi(1) = exp(i mu - gamma) as in the issue):
     gaussian N(mu, s^2)            exp(i k mu - k^2 s^2 / 2)
     uniform U(-a, a)               sin(k a) / (k a)
     vonmises (mu, kappa)           exp(i k mu) I_|k|(kappa) / I_0(kappa)
@@ -39,7 +39,7 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.special as sp
 
-from ._common import NoClosedForm, as_sizes, family_kind, plane_coefficients, probes, unit_probe
+from ._common import NoClosedForm, as_sizes, family_kind, plane_coefficients, probes
 
 LAWS = ("gaussian", "uniform", "vonmises", "wrapped-cauchy", "lattice", "rope-uniform", "token")
 
@@ -284,8 +284,7 @@ def far_mass_terms(family: Any, n_max: int, s0: float, q: Any = None, k: Any = N
     c = plane_coefficients(q, k)
     if kind in ("rope", "nope"):
         omega = _rope_omega(family) if kind == "rope" else np.zeros(family.dim // 2)
-        delta = np.arange(1, n_max + 1)
-        coh = (np.exp(1j * np.outer(delta, omega)) @ c).real
+        coh = np.concatenate([(np.exp(1j * np.outer(delta, omega)) @ c).real for delta in _chunks(n_max)])
         return np.exp(s0 * (coh - 1.0)), (math.nan if kind == "rope" else float(np.exp(s0 * (c.real.sum() - 1.0))))
     if family.law == "token":
         raise NoClosedForm("far mass of token-dependent angles: the planes share tokens, no product form")
@@ -304,13 +303,21 @@ def far_mass_terms(family: Any, n_max: int, s0: float, q: Any = None, k: Any = N
     need[decaying] = np.log(1e-17 / weight[decaying]) / np.log(r[decaying])
     need[active & (r == 0)] = 1.0
     cut = int(min(n_max, np.ceil(np.max(need, initial=0.0)) + 1))
-    delta = np.arange(1, cut + 1)
     log_i0 = np.log(sp.ive(0, x)) + x  # log I_0(x_b)
-    # prod over planes of I_0(x_b) [1 + sum_j weight_bj Re(e^{i j alpha_b} phi_bj^Delta)]
-    powers = np.power(phis[None], delta[:, None, None])  # (D, d/2, K)
-    inner = 1.0 + np.sum(weight[None] * (np.exp(1j * j[None, None, :] * alpha[None, :, None]) * powers).real, axis=2)
-    log_f = np.sum(log_i0) - s0 + np.sum(np.log(inner), axis=1)
-    return np.exp(log_f), float(np.exp(np.sum(log_i0) - s0))
+    phase = weight * np.exp(1j * j[None, :] * alpha[:, None])  # (d/2, K)
+    parts = []
+    for delta in _chunks(cut):
+        # prod over planes of I_0(x_b) [1 + sum_j weight_bj Re(e^{i j alpha_b} phi_bj^Delta)]
+        powers = np.power(phis[None], delta[:, None, None])  # (chunk, d/2, K)
+        inner = 1.0 + np.sum((phase[None] * powers).real, axis=2)
+        parts.append(np.sum(log_i0) - s0 + np.sum(np.log(inner), axis=1))
+    return np.exp(np.concatenate(parts)), float(np.exp(np.sum(log_i0) - s0))
+
+
+def _chunks(n: int, size: int = 8192):
+    """Delta = 1..n in consecutive arrays of at most ``size`` (bounded memory for any far-set size)."""
+    for start in range(1, n + 1, size):
+        yield np.arange(start, min(start + size, n + 1))
 
 
 def far_mass(family: Any, far_sizes: Sequence[int], s0: float, q: Any = None, k: Any = None,

@@ -62,8 +62,6 @@ def test_haar_far_mass_and_near_weight_bracket_by_monte_carlo():
 
 
 def test_gaussian_approximation_holds_where_the_far_mass_concentrates():
-    import sympy as sy
-
     r = far.derive_gaussian_far_mass()
     sub = {r["sigma"]: 0.5, r["N"]: 1000, r["s0"]: 4.0}
     assert float(r["near_weight"].subs(sub)) == pytest.approx(float(far.near_weight(1000, 4.0, 0.25)), rel=1e-12)
@@ -84,8 +82,6 @@ def test_gaussian_approximation_holds_where_the_far_mass_concentrates():
 
 
 def test_alibi_far_mass_is_summable_and_the_floor_holds_per_sample():
-    import sympy as sy
-
     for slope in (0.1, 0.5, 2.0):
         for n in (1, 7, 1000):
             assert far.alibi_far_mass(n, slope) == pytest.approx(sum(math.exp(-slope * j) for j in range(1, n + 1)), rel=1e-12)
