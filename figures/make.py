@@ -6,17 +6,18 @@ Each output file is written to a temporary name in the output directory and move
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import matplotlib
 from matplotlib.figure import Figure
 
-from accum.simulations.results import ResultError, atomic_write_text
+from accum.simulations.results import ResultError
 
 from .captions import caption, probes_caption
 from .data import DEFAULT_RESULTS, Measured, ensure
@@ -39,23 +40,30 @@ class Outcome:
     message: str
 
 
+@contextlib.contextmanager
+def atomic_output(path: Path) -> Iterator[Path]:
+    """Yield a fresh temporary path beside ``path``; on success fsync it and move it over ``path``
+    (``os.replace``), on failure remove it.  The file is created normally, so it gets the usual permissions (umask), unlike
+    ``tempfile.mkstemp``'s private 0600."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+    try:
+        yield tmp
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def save_figure(fig: Figure, out_dir: Path, name: str, text: str) -> tuple[Path, ...]:
     """``out_dir/name.png``, ``.pdf`` and the caption ``.txt``, each written atomically."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for fmt in FORMATS:
-        path = out_dir / f"{name}.{fmt}"
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=out_dir)
-        os.close(fd)
-        try:
-            with matplotlib.rc_context(STYLE):
-                fig.savefig(tmp, format=fmt)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        paths.append(path)
-    paths.append(atomic_write_text(out_dir / f"{name}.txt", text))
+    paths = [out_dir / f"{name}.{fmt}" for fmt in (*FORMATS, "txt")]
+    for path in paths[:-1]:
+        with atomic_output(path) as tmp, matplotlib.rc_context(STYLE):
+            fig.savefig(tmp, format=path.suffix[1:])
+    with atomic_output(paths[-1]) as tmp:
+        tmp.write_text(text, encoding="utf-8")
     return tuple(paths)
 
 

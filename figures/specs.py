@@ -129,7 +129,7 @@ def near_weight_spec(quick: bool) -> FigureSpec:
         ("householder-2", r"Householder $\beta=2$", "householder", {"dim": DIM, "beta": 2.0}, 0.0),
         ("rope", "RoPE", "rope", {"dim": DIM}, 0.0),
         ("nope", "NoPE (no transport)", "nope", {"dim": DIM}, 0.0),
-        ("alibi", r"ALiBi slope $0.5$ (NoPE + bias)", "nope", {"dim": DIM}, 0.5),
+        ("alibi", r"ALiBi slope $m = 0.5$ (NoPE + bias)", "nope", {"dim": DIM}, 0.5),
     ]
     jobs = tuple(Job("near-weight", fam, params, {**opts, "alibi_slope": slope, **_few_if_deterministic(fam)},
                      key, label) for key, label, fam, params, slope in rows)

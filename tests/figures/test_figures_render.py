@@ -172,3 +172,22 @@ def test_cli_options():
     defaults = parser.parse_args(["figures"])
     assert (defaults.out, defaults.results, defaults.quick, defaults.seed) == (
         "results/figures", "results/figures-data", False, 0)
+
+
+def test_failed_save_keeps_the_old_file_and_leaves_no_temporaries(tmp_path):
+    from matplotlib.figure import Figure
+
+    from accum.figures.make import save_figure
+
+    old = tmp_path / "x.png"
+    old.write_bytes(b"old")
+    fig = Figure()
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    fig.savefig = broken
+    with pytest.raises(OSError):
+        save_figure(fig, tmp_path, "x", "caption")
+    assert old.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.png"]
