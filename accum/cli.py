@@ -15,6 +15,7 @@ from typing import Sequence
 from accum.simulations import cli as sim_cli
 from accum.simulations.params import ParamError
 from accum.simulations.results import ResultError
+from accum.theory.cli import add_subparser as add_check
 from accum.verify import add_verify
 
 
@@ -43,7 +44,7 @@ def run_lazy(name: str, rest: Sequence[str]) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="accum", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (*sim_cli.SUBCOMMANDS, add_verify):
+    for add in (*sim_cli.SUBCOMMANDS, add_check, add_verify):
         add(sub)
     for name in LAZY:
         add_lazy(sub, name)

@@ -39,3 +39,18 @@ def test_measure_bad_input_exits_2_naming_the_parameter(tmp_path, capsys):
     assert "'context'" in capsys.readouterr().err
     assert main(["measure", "coherence", "--family", "haar", "--param", "beta"]) == 2
     assert "key=value" in capsys.readouterr().err
+
+
+def test_check_is_wired_and_its_exit_status_follows_the_condition(capsys):
+    assert main(["check", "householder", "--param", "dim=6", "--param", "beta=1", "--samples", "600"]) == 0
+    assert main(["check", "householder", "--param", "dim=6", "--param", "beta=0", "--samples", "600"]) == 1
+    assert main(["check", "so2-accumulated", "--param", "dim=4", "--param", "law=lattice", "--param", "m=2",
+                 "--samples", "600"]) == 1
+    assert "spectral-gap condition: FAILS" in capsys.readouterr().out
+
+
+def test_lazy_commands_parse_their_own_help(capsys):
+    import pytest
+    with pytest.raises(SystemExit) as exit_info:
+        main(["figures", "--help"])
+    assert exit_info.value.code == 0 and "--out" in capsys.readouterr().out
