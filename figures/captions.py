@@ -46,8 +46,8 @@ def caption(spec: FigureSpec, measured: Sequence[Measured], theory: Theory, root
 def probes_caption(spec: FigureSpec, sweep: dict, path: Path) -> str:
     """Caption of figure 6 from the probes' sweep.json (training and evaluation config and seeds)."""
     train, evaluation = sweep["config"]["train"], sweep["config"]["eval"]
-    model = ", ".join(f"{k}={train[k]}" for k in ("d_model", "n_heads", "n_layers", "seq_len", "batch_size", "steps", "lr")
-                      if k in train)
+    keys = ("d_model", "n_heads", "n_layers", "seq_len", "batch_size", "steps", "lr")
+    model = ", ".join(f"{k}={train[k]}" for k in keys if k in train)
     head = (f"{spec.name}: {spec.summary} Arms: {', '.join(sweep['arms'])}; train length L={sweep['seq_len']}; "
             f"training seed {train.get('seed', '?')}, evaluation seed {evaluation.get('seed', '?')}.")
     missing = [arm for arm in sweep["config"].get("arms", []) if arm not in sweep["arms"]]

@@ -43,8 +43,8 @@ class Outcome:
 @contextlib.contextmanager
 def atomic_output(path: Path) -> Iterator[Path]:
     """Yield a fresh temporary path beside ``path``; on success fsync it and move it over ``path``
-    (``os.replace``), on failure remove it.  The file is created normally, so it gets the usual permissions (umask), unlike
-    ``tempfile.mkstemp``'s private 0600."""
+    (``os.replace``), on failure remove it.  The file is created normally, so it gets the usual
+    permissions (umask), unlike ``tempfile.mkstemp``'s private 0600."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
     try:
         yield tmp

@@ -94,7 +94,8 @@ def score_gap_theory(measured: Sequence[Measured]) -> Theory:
                                      for m in measured]))
 
     def gap() -> Curve:
-        return Curve(dims, np.array([gap_in_sd(int(d), near=m.record["result"]["near"]) for d, m in zip(dims, measured)]))
+        return Curve(dims, np.array([gap_in_sd(int(d), near=m.record["result"]["near"])
+                                     for d, m in zip(dims, measured)]))
 
     return _collect([("far-variance", variance), ("gap", gap)],
                     'theory.predict("far-variance"), theory.scores.gap_in_sd')

@@ -316,7 +316,8 @@ def fig_probes(sweep: dict) -> Figure:
     axes[0].set_ylabel("perplexity (per character)")
     axes[0].legend(loc="upper left")
     planned = sweep["config"].get("arms", list(sweep["arms"]))
-    partial = f" (partial sweep: {len(sweep['arms'])} of {len(planned)} arms)" if len(sweep["arms"]) < len(planned) else ""
+    done = len(sweep["arms"])
+    partial = f" (partial sweep: {done} of {len(planned)} arms)" if done < len(planned) else ""
     fig.suptitle(f"C7: attention probes evaluated past their train length{partial}", fontsize=10)
     return fig
 

@@ -102,8 +102,8 @@ WINDOW_FAMILIES = (
 def window_spec(quick: bool) -> FigureSpec:
     """Figure 2: mixing-window width W(T) at each context length T; flat for accumulated transforms."""
     contexts, samples = ((8, 16), 8) if quick else ((16, 32, 64, 128, 256, 512, 1024), 400)
-    jobs = tuple(Job("window", fam, params, {"context": t, "samples": samples, **_few_if_deterministic(fam)}, key, label)
-                 for key, label, fam, params in WINDOW_FAMILIES for t in contexts)
+    jobs = tuple(Job("window", fam, params, {"context": t, "samples": samples, **_few_if_deterministic(fam)},
+                     key, label) for key, label, fam, params in WINDOW_FAMILIES for t in contexts)
     return FigureSpec("fig2_window",
                       "Mixing-window width W(T) = sum_Delta c_T(Delta)^2 versus context length T: flat for "
                       "accumulated transforms, growing for RoPE; Monte Carlo +-2 se against theory (dashed).", jobs)

@@ -11,11 +11,12 @@ import matplotlib
 import matplotlib.image
 import numpy as np
 import pytest
+from matplotlib.figure import Figure
 
 from accum.figures import data as fig_data
 from accum.figures import plots
 from accum.figures.cli import add_figures
-from accum.figures.make import make_figures, probes_figure, read_probe_sweep
+from accum.figures.make import make_figures, probes_figure, read_probe_sweep, save_figure
 from accum.figures.specs import figure_specs, probes_spec
 from accum.simulations import sweep
 from accum.simulations.results import ResultError
@@ -175,10 +176,6 @@ def test_cli_options():
 
 
 def test_failed_save_keeps_the_old_file_and_leaves_no_temporaries(tmp_path):
-    from matplotlib.figure import Figure
-
-    from accum.figures.make import save_figure
-
     old = tmp_path / "x.png"
     old.write_bytes(b"old")
     fig = Figure()
