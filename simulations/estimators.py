@@ -17,6 +17,7 @@ import numpy as np
 
 from .families import Family, check_sample_size
 from .params import ParamError
+from .stats import first_crossing
 from .steps import AngleSteps
 
 #: memory budget for one batch of path samples, in float64 numbers
@@ -148,26 +149,10 @@ def _check_eps(eps: float) -> None:
         raise ParamError(f"eps must lie in (0, 1), got {eps!r}")
 
 
-def crossing(curve: np.ndarray, eps: float) -> float:
-    """First n at which |curve| falls to eps, interpolated linearly in log|c| between integer steps.
-
-    curve: (n+1,) with curve[0] = |q.k| > eps.  Returns inf if the curve never reaches eps.
-    """
-    mag = np.maximum(np.abs(curve), 1e-300)
-    below = np.flatnonzero(mag <= eps)
-    if below.size == 0:
-        return np.inf
-    n = int(below[0])
-    if n == 0:
-        return 0.0
-    lo, hi = np.log(mag[n - 1]), np.log(mag[n])
-    return n - 1 + (lo - np.log(eps)) / (lo - hi)
-
-
 def onset(family: Family, eps: float, n_steps: int, n_samples: int, rng: np.random.Generator) -> Estimate:
     """Incoherence onset n_eps = min{n : |c(n)| <= eps}, from the Monte Carlo coherence curve.
 
-    Interpolated between integer steps (``crossing``) so the jackknife standard error is meaningful.
+    Interpolated between integer steps (``stats.first_crossing``) so the jackknife standard error is meaningful.
     Theory (i.i.d. steps with E[A] = rho I): n_eps = log(eps) / log(rho).
     """
     _check_eps(eps)
@@ -175,7 +160,7 @@ def onset(family: Family, eps: float, n_steps: int, n_samples: int, rng: np.rand
     q = k = unit_probe(family.dim)
     sums, squares, sizes = grouped_sums(lambda b: family.sample(rng, n_steps, b).bilinear(q, k),
                                         n_samples, (n_steps + 1) * family.dim)
-    value, se = jackknife(lambda total, n: crossing(total / n, eps), [sums], sizes)
+    value, se = jackknife(lambda total, n: first_crossing(total / n, eps), [sums], sizes)
     return Estimate(float(value), float(se), int(sizes.sum()), {"eps": eps, "n_steps": n_steps})
 
 

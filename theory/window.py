@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from accum.simulations.stats import first_crossing
+
 
 def _rate(rate: complex) -> float:
     r = abs(complex(rate))
@@ -63,24 +65,7 @@ def context_dependence(rate: complex, context: Any) -> Any:
     return r ** (2.0 * np.asarray(context, dtype=float)) / (1.0 - r * r)
 
 
-def crossing(curve: np.ndarray, eps: float) -> float:
-    """First n with |curve[n] / curve[0]| <= eps, interpolated linearly in log|c| between integer steps.
-
-    curve: (n+1,) predicted coherence.  Returns inf if the curve never reaches eps on its range.  For
-    curve = rho^n this returns ``onset(rho, eps)`` exactly.
-    """
-    c = np.abs(np.asarray(curve, dtype=float))
-    if c.size == 0 or c[0] == 0:
-        raise ValueError("curve must start with a non-zero c(0)")
-    mag = np.maximum(c / c[0], 1e-300)
-    below = np.flatnonzero(mag <= eps)
-    if below.size == 0:
-        return math.inf
-    n = int(below[0])
-    if n == 0:
-        return 0.0
-    lo, hi = math.log(mag[n - 1]), math.log(mag[n])
-    return n - 1 + (lo - math.log(eps)) / (lo - hi)
+crossing = first_crossing  # one implementation, shared with the estimators (simulations.stats)
 
 
 def width_from_curve(curve: np.ndarray) -> float:

@@ -10,7 +10,7 @@ import pytest
 from accum.simulations import estimators as est
 from accum.simulations.families import make_family
 from accum.simulations.params import ParamError
-from accum.simulations.stats import z_scores, z_threshold
+from accum.simulations.stats import within_budget
 
 BUDGET = 1e-5
 
@@ -20,8 +20,7 @@ def estimate_of(mean, stderr):
 
 
 def within(e, predicted, floor=1e-12):
-    z = z_scores(e.mean, predicted, e.stderr, floor)
-    return np.all(np.abs(z) <= z_threshold(BUDGET, np.size(z))), z
+    return within_budget(e.mean, e.stderr, predicted, BUDGET, floor)
 
 
 def test_householder_coherence_and_product_norm():

@@ -10,16 +10,15 @@ import pytest
 from scipy import integrate
 
 from accum.simulations.families import make_family
-from accum.simulations.stats import z_threshold
+from accum.simulations.stats import within_budget
 from accum.theory import householder as hh
 
 BUDGET = 1e-4
 
 
 def assert_within(mean, se, predicted, budget=BUDGET, floor=1e-12):
-    mean, se, predicted = np.broadcast_arrays(*(np.asarray(x, float) for x in (mean, se, predicted)))
-    z = (mean - predicted) / np.sqrt(se**2 + floor**2)
-    assert np.all(np.abs(z) <= z_threshold(budget, z.size)), z
+    ok, z = within_budget(mean, se, predicted, budget, floor)
+    assert ok, z
 
 
 def test_sympy_rates_equal_the_evaluators():

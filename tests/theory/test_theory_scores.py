@@ -10,7 +10,7 @@ import pytest
 from scipy import integrate
 
 from accum.simulations.families import make_family
-from accum.simulations.stats import z_threshold
+from accum.simulations.stats import within_budget, z_threshold
 from accum.theory import scores, so2
 from accum.theory._common import plane_coefficients
 
@@ -18,9 +18,8 @@ BUDGET = 1e-4
 
 
 def assert_within(mean, se, predicted, budget=BUDGET, floor=1e-12):
-    mean, se, predicted = np.broadcast_arrays(*(np.asarray(x, float) for x in (mean, se, predicted)))
-    z = (mean - predicted) / np.sqrt(se**2 + floor**2)
-    assert np.all(np.abs(z) <= z_threshold(budget, z.size)), z
+    ok, z = within_budget(mean, se, predicted, budget, floor)
+    assert ok, z
 
 
 @pytest.mark.parametrize("d", [2, 3, 5, 12])

@@ -11,16 +11,15 @@ import numpy as np
 import pytest
 
 from accum.simulations.families import make_family
-from accum.simulations.stats import z_threshold
+from accum.simulations.stats import within_budget
 from accum.theory import predict, so2, values
 
 BUDGET = 1e-4
 
 
 def assert_within(mean, se, predicted, budget=BUDGET, floor=1e-12):
-    mean, se, predicted = np.broadcast_arrays(*(np.asarray(x, float) for x in (mean, se, predicted)))
-    z = (mean - predicted) / np.sqrt(se**2 + floor**2)
-    assert np.all(np.abs(z) <= z_threshold(budget, z.size)), z
+    ok, z = within_budget(mean, se, predicted, budget, floor)
+    assert ok, z
 
 
 @pytest.mark.parametrize("phi", [0.0, 0.5, 0.95, -0.4, 0.7 * np.exp(1.1j), 1.0])
