@@ -158,6 +158,7 @@ def analyse(model: ProbeModel, x: torch.Tensor, seq_len: int, generator: torch.G
 
 
 def _rho(a: list[float], b: list[float]) -> float | None:
-    """Spearman correlation, None when undefined (no angle arm, or a constant side)."""
-    rho = spearman(np.array(a), np.array(b)) if a else float("nan")
+    """Spearman correlation, None when undefined (no angle arm, or a side constant to 9 decimals: RoPE's
+    |phi_b| = 1 differs from 1 only by rounding, which must not be ranked)."""
+    rho = spearman(np.round(a, 9), np.round(b, 9)) if a else float("nan")
     return None if math.isnan(rho) else rho

@@ -9,7 +9,8 @@ sweep.json (read by figure 6): {"config": {"train", "eval", "arms", "analysis_mu
 "seq_len", "multipliers", "lengths", "arms": {arm: {"ppl": [per length], "ppl_last_segment": [...],
 "train": {tokens_seen, seconds, final_train_loss, n_params}, "eval": [evaluate_length dicts],
 "analysis": analyse dict}}, "complete" (false while arms are missing), "table_markdown",
-"provenance", "timings"}; rewritten after every arm.
+"provenance", "timings": {"this_invocation_seconds", "arms_seconds" (train + eval of every arm, over all
+resumed invocations)}}; rewritten after every arm.
 """
 
 from __future__ import annotations
@@ -111,7 +112,9 @@ def _write_summary(cfg: SweepConfig, out_dir: Path, arms: dict, data_meta: dict,
     table = markdown_table(seq_len, mult, arms)
     result = {"config": cfg.to_dict(), "seq_len": seq_len, "multipliers": mult, "lengths": [m * seq_len for m in mult],
               "data": data_meta, "arms": arms, "complete": list(arms) == list(cfg.arms), "table_markdown": table,
-              "provenance": provenance(threads, device), "timings": {"sweep_seconds": seconds}}
+              "provenance": provenance(threads, device),
+              "timings": {"this_invocation_seconds": seconds,
+                          "arms_seconds": sum(a["train"]["seconds"] + a["eval_seconds"] for a in arms.values())}}
     write_json(out_dir / "sweep.json", result)
     write_atomic(out_dir / "sweep.md", table.encode())
     return result

@@ -109,6 +109,7 @@ def test_predicted_window_follows_the_iid_law():
     assert win[0].item() == math.ceil(math.log(0.1) / math.log(phi))
     assert win[1].item() == 200
     assert A.spearman([1, 2, 3], [10, 30, 20]) == pytest.approx(0.5)
+    assert A._rho([1.0, 1.0 - 1e-15, 1.0 + 1e-15], [1.0, 2.0, 3.0]) is None
 
 
 def test_analysis_of_a_learned_angle_model():
