@@ -84,9 +84,9 @@ def plain_ticks(ax: Axes, values: Sequence[float]) -> None:
     ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
 
 
-def plain_log_y(ax: Axes) -> None:
-    """Log-scaled y axis labelled 1, 2, 5, 10, 20, ... in plain numbers (for ranges of a few decades)."""
-    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+def plain_log_y(ax: Axes, subs: tuple[float, ...] = (1.0, 2.0, 5.0)) -> None:
+    """Log-scaled y axis labelled at subs x 10^k (default 1, 2, 5, 10, 20, ...) in plain numbers."""
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=subs))
     ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
@@ -310,7 +310,7 @@ def fig_probes(sweep: dict) -> Figure:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         plain_ticks(ax, mult)
-        plain_log_y(ax)
+        plain_log_y(ax, subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0))  # perplexities span less than a decade
         ax.set_xlabel(r"evaluation length / train length $L_{\mathrm{eval}} / L$")
         ax.set_title(title)
     axes[0].set_ylabel("perplexity (per character)")
