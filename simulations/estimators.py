@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
+from scipy.special import logsumexp
 
-from .families import Family, check_sample_size
-from .params import ParamError
+from .families import Family
+from .params import ParamError, check_positive_int
 from .stats import first_crossing
-from .steps import AngleSteps
+from .steps import AngleSteps, from_complex_planes, to_complex_planes
 
 #: memory budget for one batch of path samples, in float64 numbers
 BATCH_BUDGET = 2_000_000
@@ -95,10 +96,6 @@ def jackknife(stat: Callable[..., np.ndarray], group_sums: Sequence[np.ndarray],
     return full, np.sqrt((g - 1) / g * np.sum((leave - leave.mean(axis=0)) ** 2, axis=0))
 
 
-def _check_steps(n_steps: int) -> None:
-    check_sample_size(n_steps, 1)
-
-
 def coherence(family: Family, n_steps: int, n_samples: int, rng: np.random.Generator,
               q: np.ndarray | None = None, k: np.ndarray | None = None) -> Estimate:
     """c(n) = E[q^T A_n ... A_1 k] for n = 0..n_steps.
@@ -106,7 +103,7 @@ def coherence(family: Family, n_steps: int, n_samples: int, rng: np.random.Gener
     Returns arrays of shape (n_steps + 1,).  Theory: c(n) = sum_b Re(conj(z_qb) z_kb phi_b^n) for i.i.d. SO(2)
     angles (phi_b the plane's characteristic function at 1); (1 - beta/d)^n q.k for Householder on the sphere.
     """
-    _check_steps(n_steps)
+    check_positive_int("n_steps", n_steps)
     q = unit_probe(family.dim) if q is None else np.asarray(q, float)
     k = unit_probe(family.dim) if k is None else np.asarray(k, float)
     sums, squares, sizes = grouped_sums(lambda b: family.sample(rng, n_steps, b).bilinear(q, k),
@@ -121,7 +118,7 @@ def mean_product_sq(family: Family, n_steps: int, n_samples: int, rng: np.random
     ||E P||_F^2 (no noise floor, unlike the norm of the sample mean).  Equals |c|^2 when E P = c I.
     Jackknife standard error over groups (n_samples >= 4, so each left-out set still has two samples).
     """
-    _check_steps(n_steps)
+    check_positive_int("n_steps", n_steps)
     d = family.dim
     eye = np.eye(d)
     sizes = group_sizes(n_samples, least=4)
@@ -156,7 +153,7 @@ def onset(family: Family, eps: float, n_steps: int, n_samples: int, rng: np.rand
     Theory (i.i.d. steps with E[A] = rho I): n_eps = log(eps) / log(rho).
     """
     _check_eps(eps)
-    _check_steps(n_steps)
+    check_positive_int("n_steps", n_steps)
     q = k = unit_probe(family.dim)
     sums, squares, sizes = grouped_sums(lambda b: family.sample(rng, n_steps, b).bilinear(q, k),
                                         n_samples, (n_steps + 1) * family.dim)
@@ -169,7 +166,7 @@ def _last_row_sums(family: Family, context: int, n_samples: int, rng: np.random.
 
     One fresh sequence of length T per sample; the row is the transposed transport of q read against k.
     """
-    check_sample_size(context, 1)
+    check_positive_int("context", context)
     q = k = unit_probe(family.dim)
 
     def draw(b: int) -> np.ndarray:
@@ -212,7 +209,7 @@ def score_gap(family: Family, offset: int, n_samples: int, rng: np.random.Genera
     mean with its standard error, the near score q.k = 1, the standardised gap (q.k - E s) / sd(s), the
     empirical tail P(|s| >= 1/2) and a histogram of s.  Standard error of d E[s^2] from the fourth moment.
     """
-    check_sample_size(offset, 1)
+    check_positive_int("offset", offset)
     d = family.dim
     q = k = unit_probe(d)
     far = np.concatenate([family.sample(rng, offset, b).bilinear(q, k)[:, -1]
@@ -250,7 +247,7 @@ def near_weight(family: Family, far_sizes: Sequence[int], s0: float, n_samples: 
         raise ParamError(f"s0 must be a finite number > 0, got {s0!r}")
     if not np.isfinite(alibi_slope) or alibi_slope < 0:
         raise ParamError(f"alibi_slope must be a finite number >= 0, got {alibi_slope!r}")
-    check_sample_size(chunk, 1)
+    check_positive_int("chunk", chunk)
     d = family.dim
     q = k = unit_probe(d)
     weights, log_mass = [], []
@@ -265,7 +262,7 @@ def near_weight(family: Family, far_sizes: Sequence[int], s0: float, n_samples: 
                 path = family.sample(rng, n, b).transposed().transport(x)
                 x = path[:, -1]
                 logits = s0 * path[:, 1:] @ k - alibi_slope * np.arange(done + 1, done + n + 1)
-                lse = np.logaddexp(lse, _logsumexp(logits))
+                lse = np.logaddexp(lse, logsumexp(logits, axis=-1))
                 done += n
             rows_m.append(lse.copy())
             rows_w.append(1.0 / (1.0 + np.exp(lse - s0)))
@@ -279,12 +276,6 @@ def near_weight(family: Family, far_sizes: Sequence[int], s0: float, n_samples: 
         "s0": s0, "alibi_slope": alibi_slope})
 
 
-def _logsumexp(x: np.ndarray) -> np.ndarray:
-    """log sum_j exp(x_bj) over the last axis, stable."""
-    top = x.max(axis=-1)
-    return top + np.log(np.sum(np.exp(x - top[..., None]), axis=-1))
-
-
 def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: np.random.Generator,
                  value_rotation: bool = True, chunk: int = 4096) -> Estimate:
     """Squared norm of the uniformly weighted far value residual, |r(N)|^2 / |m|^2, for each N.
@@ -295,7 +286,7 @@ def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: 
     E|r|^2 / |m|^2 -> (1 + rho) / ((1 - rho) N).
     """
     sizes = _check_sizes("far_sizes", far_sizes)
-    check_sample_size(chunk, 1)
+    check_positive_int("chunk", chunk)
     d = family.dim
     m = unit_probe(d)
     rows = []
@@ -323,7 +314,6 @@ def _accumulate_values(steps, u: np.ndarray, m: np.ndarray) -> np.ndarray:
     SO(2) fast path: U_n = e^{i Theta_n} (u + sum_{t<n} e^{-i Theta_t} m) planewise, Theta_t = theta_1..theta_t.
     """
     if isinstance(steps, AngleSteps):
-        from .steps import from_complex_planes, to_complex_planes
         cum = np.cumsum(steps.theta, axis=1)
         before = np.concatenate([np.zeros_like(cum[:, :1]), cum[:, :-1]], axis=1)
         zm = to_complex_planes(m)
@@ -340,7 +330,7 @@ def drift(family: Family, n_steps: int, rng: np.random.Generator) -> dict:
 
     Returns max |P^T P - I| for both precisions (meaningful for orthogonal families only).
     """
-    _check_steps(n_steps)
+    check_positive_int("n_steps", n_steps)
     mats = family.sample(rng, n_steps, 1).dense()[0]
     out = {}
     for name, dtype in (("fp64", np.float64), ("fp32", np.float32)):

@@ -27,7 +27,7 @@ import numpy as np
 import scipy.linalg
 
 from .conventions import rope_frequencies
-from .params import ParamError, ParamSpec, resolve
+from .params import ParamError, ParamSpec, check_positive_int, resolve
 from .steps import AngleSteps, DenseSteps, HouseholderSteps
 
 Steps = Union[AngleSteps, HouseholderSteps, DenseSteps]
@@ -49,9 +49,8 @@ class Family(Protocol):
 
 def check_sample_size(n_steps: int, batch: int) -> None:
     """Raise ``ParamError`` unless n_steps >= 1 and batch >= 1 are integers."""
-    for name, value in (("n_steps", n_steps), ("batch", batch)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ParamError(f"{name} must be an integer >= 1, got {value!r}")
+    check_positive_int("n_steps", n_steps)
+    check_positive_int("batch", batch)
 
 
 _DIM_EVEN = ParamSpec("dim", "int", 16, "head dimension d (even: d/2 SO(2) planes)", lo=2, hi=4096, even=True)

@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import numpy as np
+
 
 class ParamError(ValueError):
     """A parameter is missing, unknown, of the wrong type or outside its allowed range."""
@@ -85,6 +87,13 @@ def _fmt(x: float) -> str:
     if math.isinf(x):
         return "inf" if x > 0 else "-inf"
     return f"{x:g}"
+
+
+def check_positive_int(name: str, value: Any) -> int:
+    """Return ``value`` if it is an integer >= 1, else raise ``ParamError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ParamError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
 
 
 def parse_assignments(items: Sequence[str] | None, option: str = "--param") -> dict[str, str]:

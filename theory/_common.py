@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from accum.simulations.estimators import unit_probe  # the one default probe, shared with the Monte Carlo
+
 
 class NoClosedForm(NotImplementedError):
     """The theory has no closed form (or no exact evaluator) for this quantity and family.
@@ -18,15 +20,6 @@ class NoClosedForm(NotImplementedError):
     Raised by ``theory.predict`` and the family-level evaluators, e.g. for user-defined families or for
     quantities whose exact value needs a law the family does not have (far mass of token-dependent planes).
     """
-
-
-def unit_probe(dim: int) -> np.ndarray:
-    """Default probe 1/sqrt(d), shape (d,): unit norm, equal weight on every coordinate and SO(2) plane.
-
-    The same default as ``simulations.estimators`` (q = k = m = 1/sqrt(d)), so predictions and Monte Carlo
-    estimates refer to the same vectors.
-    """
-    return np.full(int(dim), 1.0 / np.sqrt(dim))
 
 
 def probes(dim: int, q: Any = None, k: Any = None) -> tuple[np.ndarray, np.ndarray]:

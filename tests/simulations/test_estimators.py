@@ -117,6 +117,9 @@ def test_drift_fp32_exceeds_fp64():
     (lambda f, r: est.near_weight(f, [5], -1.0, 4, r), "s0 must be a finite number > 0"),
     (lambda f, r: est.near_weight(f, [5], 1.0, 4, r, alibi_slope=float("nan")), "alibi_slope"),
     (lambda f, r: est.far_residual(f, [], 4, r), "far_sizes"),
+    (lambda f, r: est.window(f, 0, 8, r), "context must be an integer >= 1"),
+    (lambda f, r: est.score_gap(f, 0, 8, r), "offset must be an integer >= 1"),
+    (lambda f, r: est.near_weight(f, [5], 1.0, 4, r, chunk=0), "chunk must be an integer >= 1"),
 ])
 def test_bad_estimator_arguments(call, needle):
     with pytest.raises(ParamError) as err:
