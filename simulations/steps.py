@@ -98,16 +98,24 @@ class AngleSteps:
         return from_complex_planes(np.exp(1j * cum) * to_complex_planes(x)[:, None, :])
 
     def bilinear(self, q: np.ndarray, k: np.ndarray) -> np.ndarray:
-        """q^T A_t ... A_1 k for t = 0..n, shape (batch, n+1): per plane |z_q z_k| cos(Theta_t + arg(conj(z_q) z_k)).
+        """q^T A_t ... A_1 k for t = 0..n, shape (batch, n+1), one sine per plane and step.
 
-        One cosine per plane and step, the cheapest form of the coherence integrand.
+        With c_b = conj(z_qb) z_kb (the planes of q and k as complex numbers) and Theta_t = theta_1 + .. + theta_t,
+            q^T A_t ... A_1 k = sum_b Re(c_b e^{i Theta_tb}) = sum_b |c_b| sin(Theta_tb + arg c_b + pi/2).
+        The sine's argument is first reduced to [-pi, pi] in fp64, y - 2 pi rint(y / 2 pi): numpy's sine is
+        about 25% faster there, and the reduction adds an absolute error of about |y| 1e-16 (at most 1e-10 for
+        |y| < 1e6), far below any Monte Carlo standard error.  This is the coherence estimator's integrand.
         """
         q = _as_batch_vectors(q, self.batch, self.dim, "q")
         k = _as_batch_vectors(k, self.batch, self.dim, "k")
         coef = np.conj(to_complex_planes(q)) * to_complex_planes(k)
-        cum = np.cumsum(self.theta, axis=1)
-        cum += np.angle(coef)[:, None, :]
-        body = np.einsum("btp,bp->bt", np.cos(cum, out=cum), np.abs(coef))
+        arg = np.cumsum(self.theta, axis=1)
+        arg += (np.angle(coef) + np.pi / 2)[:, None, :]
+        turns = np.multiply(arg, 1.0 / (2 * np.pi))
+        np.rint(turns, out=turns)
+        turns *= -2 * np.pi
+        arg += turns
+        body = (np.sin(arg, out=arg) @ np.abs(coef)[:, :, None])[:, :, 0]
         return np.concatenate([np.sum(coef.real, axis=1)[:, None], body], axis=1)
 
     def scores(self, q: np.ndarray, k: np.ndarray) -> np.ndarray:
