@@ -24,33 +24,30 @@ def transport(mats: np.ndarray, x: np.ndarray) -> np.ndarray:
     return out
 
 
-def path_product(mats: np.ndarray, i: int, j: int) -> np.ndarray:
-    """A_i A_{i-1} ... A_{j+1} for one sequence mats (n, d, d); the identity when i == j."""
-    d = mats.shape[-1]
-    prod = np.eye(d)
-    for t in range(j + 1, i + 1):
-        prod = mats[t] @ prod
-    return prod
-
-
 def scores(mats: np.ndarray, q: np.ndarray, k: np.ndarray) -> np.ndarray:
     """s_ij = q_i^T A_i ... A_{j+1} k_j for j <= i, NaN above the diagonal.
 
-    mats: (batch, T, d, d); q, k: (batch, T, d).  O(T^3 d^3): for tests on small sizes only.
+    mats: (batch, T, d, d); q, k: (batch, T, d).  For each query i the vector u = q_i is pulled back one
+    token at a time, u <- A_j^T u, so that u = (A_i ... A_{j+1})^T q_i when it meets k_j.  Explicit loops
+    over (b, i, j), one dense d x d mat-vec per pair: O(T^2 d^2) and slow on purpose (the baseline of
+    ``accum bench``).
     """
     batch, t_len = mats.shape[:2]
     out = np.full((batch, t_len, t_len), np.nan)
     for b in range(batch):
         for i in range(t_len):
-            for j in range(i + 1):
-                out[b, i, j] = q[b, i] @ path_product(mats[b], i, j) @ k[b, j]
+            u = np.array(q[b, i], dtype=np.float64)
+            for j in range(i, -1, -1):
+                out[b, i, j] = u @ k[b, j]
+                u = mats[b, j].T @ u
     return out
 
 
 def scores_dense_scan(mats: np.ndarray, q: np.ndarray, k: np.ndarray) -> np.ndarray:
     """The same scores by a dense forward scan: V_t = A_t V_{t-1} with k_t appended, s_t. = q_t^T V_t.
 
-    O(T^2 d^2) with dense fp64 matmuls and one Python step per token; the baseline of ``accum bench``.
+    O(T^2 d^2) in dense fp64 matmuls with one Python step per token: the vectorised dense baseline, which
+    ``accum bench`` reports beside the plain reference for context.
     """
     batch, t_len, d = q.shape
     out = np.full((batch, t_len, t_len), np.nan)

@@ -54,3 +54,15 @@ def test_lazy_commands_parse_their_own_help(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["figures", "--help"])
     assert exit_info.value.code == 0 and "--out" in capsys.readouterr().out
+
+
+def test_bench_ratio_verdicts_and_bad_repeats(capsys):
+    from accum.simulations.bench import _ratio
+
+    assert _ratio("x", 1.0, 2.0, 3.0, "slowdown")["meets"] is True
+    assert _ratio("x", 7.0, 2.0, 3.0, "slowdown")["meets"] is False
+    speedup = _ratio("x", 1.0, 40.0, 50.0, "speedup")
+    assert speedup["ratio"] == 40.0 and speedup["meets"] is False
+    assert _ratio("x", 1.0, 40.0, None, "speedup")["meets"] is None
+    assert main(["bench", "--repeats", "0"]) == 2
+    assert "--repeats must be an integer >= 1" in capsys.readouterr().err

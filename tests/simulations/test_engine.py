@@ -52,13 +52,25 @@ def test_householder_chunked_wy_any_chunk(chunk, beta):
     np.testing.assert_allclose(chunked_scores(steps, q, k, chunk), want, atol=1e-11)
 
 
-def test_long_sequence_scores_match_dense_scan():
+def test_long_sequence_scores_match_reference():
     rng = np.random.default_rng(11)
     for name, params in (("householder", {"dim": 9, "beta": 1.3}), ("haar", {"dim": 7}), ("so2-accumulated", {"dim": 8})):
         steps = make_family(name, **params).sample(rng, 301, 1)
         d = steps.dim
         q, k = rng.normal(size=(1, 301, d)), rng.normal(size=(1, 301, d))
-        np.testing.assert_allclose(steps.scores(q, k), reference.scores_dense_scan(steps.dense(), q, k), atol=1e-9)
+        want = reference.scores(steps.dense(), q, k)
+        np.testing.assert_allclose(steps.scores(q, k), want, atol=1e-9)
+        np.testing.assert_allclose(reference.scores_dense_scan(steps.dense(), q, k), want, atol=1e-9)
+
+
+def test_so2_bilinear_with_large_accumulated_angles():
+    """The sine's argument reduction holds at |Theta| ~ 1e6 rad (RoPE-like drift over long contexts)."""
+    rng = np.random.default_rng(5)
+    steps = make_family("so2-accumulated", dim=6, law="gaussian", mu=3000.0, sigma=0.3).sample(rng, 301, 2)
+    q, k = rng.normal(size=(2, 6)), rng.normal(size=(2, 6))
+    assert np.abs(np.cumsum(steps.theta, axis=1)).max() > 5e5
+    want = np.einsum("btd,bd->bt", reference.transport(steps.dense(), k), q)
+    np.testing.assert_allclose(steps.bilinear(q, k), want, atol=1e-9)
 
 
 def test_scores_upper_triangle_is_nan_and_diagonal_is_qk():
