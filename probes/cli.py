@@ -1,7 +1,7 @@
 """``accum probe train|eval|sweep``: the C7 probes on the command line.
 
-The lead's ``accum/cli.py`` calls ``add_subparser(subparsers)`` and dispatches the parsed namespace to
-``run(args)``; ``python -m accum.probes.cli ...`` runs the same commands standalone.
+``accum/cli.py`` registers this module lazily: it calls ``add_subparser(subparsers)`` and dispatches the
+parsed namespace to ``run(args)``; ``python -m accum.probes.cli ...`` runs the same commands standalone.
 
     accum probe train --arm learned --out results/probes/learned [--steps 600 ...]
     accum probe eval  --run results/probes/learned [--multipliers 1 2 4 ...] [--json PATH]
