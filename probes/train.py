@@ -32,7 +32,11 @@ RESULTS = "train.json"
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Everything that defines a training run (the default trains one arm in a few CPU minutes)."""
+    """Everything that defines a training run (the default trains one arm in a few CPU minutes).
+
+    Flat on purpose (one command-line flag per field): it repeats every ``ModelConfig`` field but
+    ``vocab_size``, which comes from the data, and ``model_config`` reads them by name.
+    """
 
     arm: str = "rope"
     seq_len: int = 128
@@ -70,9 +74,9 @@ class TrainConfig:
         self.model_config(2)
 
     def model_config(self, vocab_size: int) -> ModelConfig:
-        return ModelConfig(arm=self.arm, vocab_size=vocab_size, d_model=self.d_model, n_heads=self.n_heads,
-                           n_layers=self.n_layers, mlp_ratio=self.mlp_ratio, rope_base=self.rope_base,
-                           path_rank=self.path_rank, path_block=self.path_block)
+        """The architecture: every ``ModelConfig`` field is taken from this config, except the data's vocab size."""
+        arch = {f.name: getattr(self, f.name) for f in fields(ModelConfig) if f.name != "vocab_size"}
+        return ModelConfig(vocab_size=vocab_size, **arch)
 
     def to_dict(self) -> dict:
         return asdict(self)
