@@ -2,7 +2,7 @@
 
 Each sub-command lives with its package and is added here by its ``add_*`` function; this module only
 assembles the parser.  Errors in user input (``ParamError``, ``ResultError``) print one line naming the
-problem and exit with status 2.
+problem and exit with status 2; an ``OSError`` while writing prints one line and exits with status 1.
 """
 
 from __future__ import annotations
@@ -62,6 +62,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ParamError, ResultError) as err:
         print(f"accum {command}: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # the input was fine but the system refused (disk full, permissions changed)
+        print(f"accum {command}: error: {err}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

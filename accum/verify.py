@@ -23,7 +23,8 @@ from tqdm import tqdm
 
 from accum.simulations import estimators as est
 from accum.simulations.families import Family, family_name, family_params, make_family
-from accum.simulations.results import atomic_write_json, atomic_write_text, make_record
+from accum.simulations.results import atomic_write_json, atomic_write_text, check_output_path, make_record
+from accum.simulations.params import ParamError, check_seed
 from accum.simulations.stats import z_threshold
 from accum.theory import far, predict
 
@@ -315,6 +316,12 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    check_seed(args.seed)
+    if not 0.0 < args.budget < 1.0:
+        raise ParamError(f"--budget must lie in (0, 1), got {args.budget!r}")
+    for option, path in (("--json", args.json), ("--markdown", args.markdown)):
+        if path:
+            check_output_path(path, option)
     start = time.perf_counter()
     report = run_report(args.preset, args.seed, args.budget, progress=True)
     print(format_table(report))

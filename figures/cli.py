@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from accum.simulations.measure import check_seed
-from accum.simulations.params import ParamError
+from accum.simulations.params import ParamError, check_seed
+from accum.simulations.results import check_output_path
 from accum.simulations.sweep import default_workers
 
 from .data import DEFAULT_RESULTS, DataError
@@ -34,6 +34,8 @@ def run_figures(args: argparse.Namespace) -> int:
     workers = default_workers() if args.workers is None else args.workers
     if isinstance(workers, bool) or workers < 1:
         raise ParamError(f"--workers must be an integer >= 1, got {workers!r}")
+    check_output_path(args.out, "--out", directory=True)
+    check_output_path(args.results, "--results", directory=True)
     try:
         outcomes = make_figures(args.out, args.results, quick=args.quick, seed=check_seed(args.seed),
                                 probes=args.probes, workers=workers, progress=not args.no_progress)

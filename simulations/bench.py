@@ -25,7 +25,7 @@ from . import estimators as est
 from . import reference
 from .families import make_family
 from .params import check_positive_int
-from .results import atomic_write_json, make_record
+from .results import atomic_write_json, check_output_path, make_record
 
 
 def best_time(fn: Callable[[], object], repeats: int) -> float:
@@ -103,6 +103,8 @@ def add_bench(sub: argparse._SubParsersAction) -> None:
 
 
 def run_bench(args: argparse.Namespace) -> int:
+    if args.json:
+        check_output_path(args.json, "--json")
     start = time.perf_counter()
     rows = run_benchmarks(check_positive_int("--repeats", args.repeats))
     for r in rows:

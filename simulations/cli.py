@@ -9,7 +9,7 @@ from .bench import add_bench
 from .families import FAMILIES
 from .measure import QUANTITIES, measure
 from .params import parse_assignments
-from .results import atomic_write_json, jsonable
+from .results import atomic_write_json, check_output_path, jsonable
 from .sweep import run_command as run_sweep_command
 
 
@@ -42,6 +42,8 @@ def add_measure(sub: argparse._SubParsersAction) -> None:
 
 
 def run_measure(args: argparse.Namespace) -> int:
+    if args.json:
+        check_output_path(args.json, "--json")
     record = measure(args.quantity, args.family, parse_assignments(args.param, "--param"),
                      parse_assignments(args.opt, "--opt"), seed=args.seed)
     if args.json:

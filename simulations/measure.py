@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
 from . import estimators as est
 from .families import Family, family_name, family_params, make_family
-from .params import ParamError, ParamSpec, resolve
+from .params import ParamError, ParamSpec, check_seed, resolve
 from .results import make_record
 
 _SAMPLES = lambda default: ParamSpec("samples", "int", default, "Monte Carlo samples", lo=2, hi=10**9)  # noqa: E731
@@ -91,12 +91,6 @@ QUANTITIES: dict[str, Quantity] = {q.name: q for q in (
               _SAMPLES(400), _CHUNK), _far_residual),
     Quantity("drift", "orthogonality drift of one product, fp64 and fp32", (_STEPS(10000),), _drift),
 )}
-
-
-def check_seed(seed: Any) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ParamError(f"seed must be an integer >= 0, got {seed!r}")
-    return int(seed)
 
 
 def resolve_job(quantity: str, family: str, family_args: dict, options: dict) -> tuple[Quantity, Family, dict]:

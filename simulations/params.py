@@ -96,6 +96,13 @@ def check_positive_int(name: str, value: Any) -> int:
     return int(value)
 
 
+def check_seed(seed: Any) -> int:
+    """Return ``seed`` if it is an integer >= 0 (what ``SeedSequence`` accepts), else raise ``ParamError``."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ParamError(f"seed must be an integer >= 0, got {seed!r}")
+    return int(seed)
+
+
 def parse_assignments(items: Sequence[str] | None, option: str = "--param") -> dict[str, str]:
     """Split ``["k=v", ...]`` into a dict; a malformed or repeated entry raises ``ParamError``."""
     out: dict[str, str] = {}

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from .params import ParamError
+
 SCHEMA = "accum.result/1"
 REQUIRED = ("schema", "kind", "config", "result", "version")
 
@@ -46,6 +48,25 @@ def jsonable(obj: Any) -> Any:
     if isinstance(obj, float) and not math.isfinite(obj):
         return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
     return obj
+
+
+def check_output_path(path: str | os.PathLike, option: str, directory: bool = False) -> Path:
+    """Refuse, before any work is done, an output ``path`` that cannot be written; ``ParamError`` names ``option``.
+
+    A file path must not be a directory; a directory path must not be a file; the nearest existing ancestor
+    must be a writable directory (missing folders below it are created when the result is written).
+    """
+    path = Path(path)
+    if directory and path.exists() and not path.is_dir():
+        raise ParamError(f"{option} {path}: exists and is not a directory")
+    if not directory and path.is_dir():
+        raise ParamError(f"{option} {path}: is a directory; give a file path")
+    ancestor = next(p for p in (path.parent, *path.parent.parents) if p.exists())
+    if not ancestor.is_dir():
+        raise ParamError(f"{option} {path}: {ancestor} is not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ParamError(f"{option} {path}: {ancestor} is not writable")
+    return path
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:

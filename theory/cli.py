@@ -14,8 +14,8 @@ import time
 import numpy as np
 
 from accum.simulations.families import make_family
-from accum.simulations.params import ParamError, parse_assignments
-from accum.simulations.results import atomic_write_json, make_record
+from accum.simulations.params import ParamError, check_seed, parse_assignments
+from accum.simulations.results import atomic_write_json, check_output_path, make_record
 
 from .checks import check, format_report
 
@@ -47,6 +47,9 @@ def run(args: argparse.Namespace) -> int:
         raise ParamError(f"--budget must lie in (0, 1), got {args.budget}")
     if args.k_max < 1 or args.pair_dim < 1:
         raise ParamError("--k-max and --pair-dim must be >= 1")
+    check_seed(args.seed)
+    if args.json:
+        check_output_path(args.json, "--json")
     params = parse_assignments(args.param, "--param")
     family = make_family(args.family, **params)
     start = time.perf_counter()

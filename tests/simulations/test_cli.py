@@ -1,6 +1,8 @@
-"""The command-line contract: accum families / measure / bench (output shape, errors, saved record)."""
+"""The command-line contract: accum families / measure / bench, and bad input refused up front by every command."""
 
 import json
+
+import pytest
 
 from accum.cli import main
 from accum.simulations.results import read_record
@@ -66,3 +68,25 @@ def test_bench_ratio_verdicts_and_bad_repeats(capsys):
     assert _ratio("x", 1.0, 40.0, None, "speedup")["meets"] is None
     assert main(["bench", "--repeats", "0"]) == 2
     assert "--repeats must be an integer >= 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,named", [
+    (["verify", "--seed", "-1"], "seed"),
+    (["verify", "--budget", "2"], "--budget"),
+    (["verify", "--markdown", "{file}/m.md"], "--markdown"),
+    (["check", "rope", "--seed", "-1"], "seed"),
+    (["check", "rope", "--json", "{file}/x.json"], "--json"),
+    (["measure", "window", "--family", "rope", "--json", "{file}/x.json"], "--json"),
+    (["measure", "window", "--family", "rope", "--json", "{dir}"], "--json"),
+    (["bench", "--json", "{file}/x.json"], "--json"),
+    (["figures", "--out", "{file}"], "--out"),
+    (["figures", "--results", "{file}/r"], "--results"),
+])
+def test_bad_command_lines_exit_2_before_any_work(argv, named, tmp_path, capsys):
+    """Each refusal happens before the (seconds-long) computation and names the option."""
+    (tmp_path / "afile").write_text("")
+    argv = [a.format(file=tmp_path / "afile", dir=tmp_path) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and named in err[0], err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
