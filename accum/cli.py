@@ -37,8 +37,7 @@ def run_lazy(name: str, rest: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="accum")
     getattr(module, LAZY[name][2])(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args([name, *rest])
-    runner = getattr(args, "run", None) or getattr(args, "probe_run")
-    return int(runner(args) or 0)
+    return int(args.run(args) or 0)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -25,6 +25,7 @@ from accum.probes.io import read_json, write_json
 from accum.probes.model import ARMS
 from accum.probes.sweep import EVAL_RESULTS, SweepConfig, evaluate_run, run_sweep
 from accum.probes.train import TrainConfig, load_data, train
+from accum.simulations.results import check_output_path
 
 
 def _add_dataclass_options(parser: argparse.ArgumentParser, cls, skip: tuple[str, ...] = ()) -> None:
@@ -61,7 +62,7 @@ def add_subparser(subparsers) -> argparse.ArgumentParser:
     p_train.add_argument("--out", type=Path, required=True, help="run folder")
     _common(p_train)
     p_eval = sub.add_parser("eval", help="perplexity at multiples of L_train + attention analysis of a run")
-    p_eval.add_argument("--run", type=Path, required=True, help="folder of a finished `probe train`")
+    p_eval.add_argument("--run", dest="run_dir", type=Path, required=True, help="folder of a finished `probe train`")
     _add_dataclass_options(p_eval, EvalConfig)
     p_eval.add_argument("--analysis-multiplier", type=int, default=4)
     p_eval.add_argument("--analysis-windows", type=int, default=4)
@@ -76,7 +77,7 @@ def add_subparser(subparsers) -> argparse.ArgumentParser:
     p_sweep.add_argument("--analysis-windows", type=int, default=4)
     p_sweep.add_argument("--out", type=Path, default=Path("results/probes"))
     _common(p_sweep)
-    probe.set_defaults(probe_run=run)
+    probe.set_defaults(run=run)
     return probe
 
 
@@ -97,6 +98,13 @@ def run(args: argparse.Namespace) -> int:
         if not isinstance(args.threads, int) or args.threads < 1:
             raise ValueError(f"--threads must be an integer >= 1, got {args.threads!r}")
         device = check_device(args.device)
+        if args.probe_command == "eval":
+            if not (args.run_dir / "train.json").is_file():
+                raise ValueError(f"--run {args.run_dir}: no train.json there; give the folder of an `accum probe train`")
+            if args.json:
+                check_output_path(args.json, "--json")
+        else:
+            check_output_path(args.out, "--out", directory=True)
         torch.set_num_threads(args.threads)
         progress = not args.no_progress
         if args.probe_command == "train":
@@ -104,11 +112,11 @@ def run(args: argparse.Namespace) -> int:
                         threads=args.threads, progress=progress)
             print(f"{args.out}: {res['step']} steps, {res['tokens_seen']} tokens, loss {res['final_train_loss']:.4f}")
         elif args.probe_command == "eval":
-            tcfg = TrainConfig.from_dict(read_json(args.run / "train.json")["config"])
+            tcfg = TrainConfig.from_dict(read_json(args.run_dir / "train.json")["config"])
             data, _ = load_data(tcfg, args.data_dir)
-            res = evaluate_run(args.run, data, _from_args(EvalConfig, args), args.analysis_multiplier,
+            res = evaluate_run(args.run_dir, data, _from_args(EvalConfig, args), args.analysis_multiplier,
                                args.analysis_windows, device, args.threads)
-            write_json(args.json or args.run / EVAL_RESULTS, res)
+            write_json(args.json or args.run_dir / EVAL_RESULTS, res)
             for r in res["lengths"]:
                 print(f"L={r['length']:6d}  ppl {r['ppl']:.3f}")
         else:

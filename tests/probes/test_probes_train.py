@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from accum.probes import analysis as A
-from accum.probes.cli import main
+from accum.cli import main
 from accum.probes.data import char_data
 from accum.probes.evaluate import EvalConfig, evaluate_lengths, position_nll
 from accum.probes.model import ARMS
@@ -149,3 +149,7 @@ def test_command_line_train_and_eval(tmp_path, capsys):
     assert "--threads" in capsys.readouterr().err
     assert main(["probe", "train", "--out", str(tmp_path / "y"), "--device", "tpu", *opts]) == 2
     assert "--device" in capsys.readouterr().err
+    assert main(["probe", "train", "--out", str(tmp_path / "run" / "eval.json" / "z"), *opts]) == 2
+    assert "--out" in capsys.readouterr().err
+    assert main(["probe", "eval", "--run", str(tmp_path / "y")]) == 2
+    assert "--run" in capsys.readouterr().err
