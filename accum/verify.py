@@ -316,7 +316,7 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    check_seed(args.seed)
+    check_seed(args.seed, "--seed")
     if not 0.0 < args.budget < 1.0:
         raise ParamError(f"--budget must lie in (0, 1), got {args.budget!r}")
     for option, path in (("--json", args.json), ("--markdown", args.markdown)):

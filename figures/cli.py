@@ -37,7 +37,7 @@ def run_figures(args: argparse.Namespace) -> int:
     check_output_path(args.out, "--out", directory=True)
     check_output_path(args.results, "--results", directory=True)
     try:
-        outcomes = make_figures(args.out, args.results, quick=args.quick, seed=check_seed(args.seed),
+        outcomes = make_figures(args.out, args.results, quick=args.quick, seed=check_seed(args.seed, "--seed"),
                                 probes=args.probes, workers=workers, progress=not args.no_progress)
     except DataError as err:
         print(f"accum figures: {err}", file=sys.stderr)

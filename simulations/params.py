@@ -96,10 +96,10 @@ def check_positive_int(name: str, value: Any) -> int:
     return int(value)
 
 
-def check_seed(seed: Any) -> int:
-    """Return ``seed`` if it is an integer >= 0 (what ``SeedSequence`` accepts), else raise ``ParamError``."""
+def check_seed(seed: Any, name: str = "seed") -> int:
+    """Return ``seed`` if it is an integer >= 0 (what ``SeedSequence`` accepts), else raise ``ParamError`` naming ``name``."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ParamError(f"seed must be an integer >= 0, got {seed!r}")
+        raise ParamError(f"{name} must be an integer >= 0, got {seed!r}")
     return int(seed)
 
 

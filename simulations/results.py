@@ -56,6 +56,8 @@ def check_output_path(path: str | os.PathLike, option: str, directory: bool = Fa
     A file path must not be a directory; a directory path must not be a file; the nearest existing ancestor
     must be a writable directory (missing folders below it are created when the result is written).
     """
+    if not str(path).strip():
+        raise ParamError(f"{option}: empty path")
     path = Path(path)
     if directory and path.exists() and not path.is_dir():
         raise ParamError(f"{option} {path}: exists and is not a directory")

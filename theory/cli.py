@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         raise ParamError(f"--budget must lie in (0, 1), got {args.budget}")
     if args.k_max < 1 or args.pair_dim < 1:
         raise ParamError("--k-max and --pair-dim must be >= 1")
-    check_seed(args.seed)
+    check_seed(args.seed, "--seed")
     if args.json:
         check_output_path(args.json, "--json")
     params = parse_assignments(args.param, "--param")
