@@ -121,19 +121,20 @@ class SO2Accumulated(BuiltinFamily):
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
         _DIM_EVEN,
         ParamSpec("law", "choice", "gaussian", "angle law", choices=ANGLE_LAWS),
-        ParamSpec("mu", "float", 0.0, "location (gaussian, vonmises, wrapped-cauchy)"),
-        ParamSpec("sigma", "float", 0.5, "gaussian standard deviation", lo=0.0),
-        ParamSpec("a", "float", 1.0, "uniform half-width: theta ~ U(-a, a)", lo=0.0),
-        ParamSpec("kappa", "float", 4.0, "von Mises concentration", lo=0.0),
-        ParamSpec("gamma", "float", 0.2, "wrapped-Cauchy scale", lo=0.0),
-        ParamSpec("m", "int", 2, "lattice: theta uniform on offset + 2 pi k / m", lo=1, hi=1_000_000),
-        ParamSpec("offset", "float", 0.0, "lattice offset"),
-        _BASE,
-        ParamSpec("vocab", "int", 8, "token law: vocabulary size", lo=1, hi=1_000_000),
-        ParamSpec("source", "choice", "iid", "token law: token source", choices=("iid", "markov")),
-        ParamSpec("stay", "float", 0.5, "token law, markov: probability of repeating a token", lo=0.0, hi=1.0, hi_open=True),
-        ParamSpec("table_sigma", "float", 1.0, "token law: angle table entries ~ N(0, table_sigma^2)", lo=0.0),
-        ParamSpec("table_seed", "int", 0, "token law: seed of the angle table", lo=0, hi=2**63 - 1),
+        ParamSpec("mu", "float", 0.0, "location", only_with=("law", ("gaussian", "vonmises", "wrapped-cauchy"))),
+        ParamSpec("sigma", "float", 0.5, "standard deviation", lo=0.0, only_with=("law", ("gaussian",))),
+        ParamSpec("a", "float", 1.0, "half-width: theta ~ U(-a, a)", lo=0.0, only_with=("law", ("uniform",))),
+        ParamSpec("kappa", "float", 4.0, "concentration", lo=0.0, only_with=("law", ("vonmises",))),
+        ParamSpec("gamma", "float", 0.2, "scale", lo=0.0, only_with=("law", ("wrapped-cauchy",))),
+        ParamSpec("m", "int", 2, "theta uniform on offset + 2 pi k / m", lo=1, hi=1_000_000, only_with=("law", ("lattice",))),
+        ParamSpec("offset", "float", 0.0, "lattice offset", only_with=("law", ("lattice",))),
+        dataclasses.replace(_BASE, only_with=("law", ("rope-uniform",))),
+        ParamSpec("vocab", "int", 8, "vocabulary size", lo=1, hi=1_000_000, only_with=("law", ("token",))),
+        ParamSpec("source", "choice", "iid", "token source", choices=("iid", "markov"), only_with=("law", ("token",))),
+        ParamSpec("stay", "float", 0.5, "probability of repeating a token", lo=0.0, hi=1.0, hi_open=True,
+                  only_with=("source", ("markov",))),
+        ParamSpec("table_sigma", "float", 1.0, "angle table entries ~ N(0, table_sigma^2)", lo=0.0, only_with=("law", ("token",))),
+        ParamSpec("table_seed", "int", 0, "seed of the angle table", lo=0, hi=2**63 - 1, only_with=("law", ("token",))),
     )
     dim: int = 16
     law: str = "gaussian"
@@ -185,8 +186,8 @@ class Householder(BuiltinFamily):
         _DIM_ANY,
         ParamSpec("beta", "float", 1.0, "strength (2 = exact reflection)", lo=0.0, hi=2.0),
         ParamSpec("w", "choice", "sphere", "direction law", choices=("sphere", "token")),
-        ParamSpec("vocab", "int", 8, "w=token: vocabulary size (tokens iid uniform)", lo=1, hi=1_000_000),
-        ParamSpec("table_seed", "int", 0, "w=token: seed of the unit-vector table", lo=0, hi=2**63 - 1),
+        ParamSpec("vocab", "int", 8, "vocabulary size (tokens iid uniform)", lo=1, hi=1_000_000, only_with=("w", ("token",))),
+        ParamSpec("table_seed", "int", 0, "seed of the unit-vector table", lo=0, hi=2**63 - 1, only_with=("w", ("token",))),
     )
     dim: int = 16
     beta: float = 1.0
@@ -313,9 +314,14 @@ def make_family(name: str, **params: Any) -> Family:
         cls = getattr(importlib.import_module(module_name), cls_name)
     except (ImportError, AttributeError) as err:
         raise ParamError(f"family {name!r}: cannot import {cls_name!r} from {module_name!r} ({err})") from None
+    if not isinstance(cls, type):
+        raise ParamError(f"family {name!r}: {cls_name!r} is not a class but a {type(cls).__name__}")
     specs = getattr(cls, "PARAMS", None)
     kwargs = resolve(specs, params, name) if specs else {k: _number(k, v) for k, v in params.items()}
-    family = cls(**kwargs)
+    try:
+        family = cls(**kwargs)
+    except (TypeError, ValueError) as err:
+        raise ParamError(f"family {name!r} refused its parameters {kwargs}: {err}") from None
     if not isinstance(family, Family):
         raise ParamError(f"family {name!r} does not implement the Family protocol (dim, sample)")
     return family

@@ -24,6 +24,9 @@ class ParamSpec:
 
     kind is "int", "float" or "choice".  For numbers, [lo, hi] bounds the value; ``lo_open`` /
     ``hi_open`` make the bound strict.  ``even`` requires an even integer (SO(2) planes).
+    ``only_with = (other, values)``: the parameter means something only when parameter ``other`` takes one
+    of ``values`` (von Mises ``kappa`` with ``law = vonmises``); ``resolve`` refuses a value other than the
+    default otherwise (the default itself is accepted, so a saved config with every parameter resolves again).
     """
 
     name: str
@@ -36,6 +39,7 @@ class ParamSpec:
     hi_open: bool = False
     choices: tuple[str, ...] = ()
     even: bool = False
+    only_with: tuple[str, tuple[str, ...]] | None = None
 
     def allowed(self) -> str:
         """Human-readable allowed range, e.g. ``[0, 2]`` or ``one of gaussian, uniform``."""
@@ -43,7 +47,8 @@ class ParamSpec:
             return "one of " + ", ".join(self.choices)
         left = "(" if self.lo_open or math.isinf(self.lo) else "["
         right = ")" if self.hi_open or math.isinf(self.hi) else "]"
-        rng = f"{left}{_fmt(self.lo)}, {_fmt(self.hi)}{right}"
+        fmt = _fmt_int if self.kind == "int" else _fmt
+        rng = f"{left}{fmt(self.lo)}, {fmt(self.hi)}{right}"
         if self.kind == "int":
             return ("an even integer in " if self.even else "an integer in ") + rng
         return "a finite number in " + rng
@@ -52,10 +57,7 @@ class ParamSpec:
         """Convert a command-line string to this parameter's type, then validate it."""
         try:
             if self.kind == "int":
-                as_float = float(text)
-                if not as_float.is_integer():
-                    raise ValueError
-                value: Any = int(as_float)
+                value: Any = _parse_int(text)
             elif self.kind == "float":
                 value = float(text)
             else:
@@ -70,17 +72,33 @@ class ParamSpec:
             if value not in self.choices:
                 raise ParamError(f"parameter {self.name!r} = {value!r} is not allowed; allowed: {self.allowed()}")
             return value
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
             raise ParamError(f"parameter {self.name!r} = {value!r} is not a number; allowed: {self.allowed()}")
-        if self.kind == "int" and float(value) != int(value):
-            raise ParamError(f"parameter {self.name!r} = {value!r} is not an integer; allowed: {self.allowed()}")
         if not math.isfinite(value):
             raise ParamError(f"parameter {self.name!r} = {value!r} is not finite; allowed: {self.allowed()}")
+        if self.kind == "int" and not isinstance(value, (int, np.integer)) and not float(value).is_integer():
+            raise ParamError(f"parameter {self.name!r} = {value!r} is not an integer; allowed: {self.allowed()}")
         too_low = value <= self.lo if self.lo_open else value < self.lo
         too_high = value >= self.hi if self.hi_open else value > self.hi
         if too_low or too_high or (self.even and int(value) % 2):
             raise ParamError(f"parameter {self.name!r} = {value!r} is out of range; allowed: {self.allowed()}")
         return int(value) if self.kind == "int" else float(value)
+
+
+def _parse_int(text: str) -> int:
+    """An integer from text, exactly: ``"12345678901234567"`` as written, ``"1e3"`` as 1000 (integral floats
+    below 2**53 only, where float text is exact); anything else raises ``ValueError``."""
+    try:
+        return int(text)
+    except ValueError:
+        as_float = float(text)
+        if not (as_float.is_integer() and abs(as_float) < 2.0**53):
+            raise
+        return int(as_float)
+
+
+def _fmt_int(x: float) -> str:
+    return _fmt(x) if math.isinf(x) else str(int(x))
 
 
 def _fmt(x: float) -> str:
@@ -132,4 +150,10 @@ def resolve(specs: Sequence[ParamSpec], given: dict[str, Any], owner: str) -> di
             values[spec.name] = spec.parse(raw) if isinstance(raw, str) else spec.validate(raw)
         else:
             values[spec.name] = spec.default
+    for name in given:
+        spec = by_name[name]
+        if spec.only_with and values[name] != spec.default and values[spec.only_with[0]] not in spec.only_with[1]:
+            other, allowed = spec.only_with
+            raise ParamError(f"{owner}: parameter {name!r} = {values[name]!r} applies only with {other} = "
+                             f"{' or '.join(allowed)}, not {other} = {values[other]!r}; leave it out")
     return values

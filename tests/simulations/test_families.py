@@ -20,6 +20,10 @@ K = z_threshold(1e-5)
     ("rope", "base", "1", "'base'"),
     ("haar", "dim", "2.5", "'dim': cannot read '2.5'"),
     ("haar", "colour", "1", "unknown parameter(s) colour"),
+    ("householder", "table_seed", "9223372036854775808", "'table_seed' = 9223372036854775808 is out of range"),
+    ("householder", "dim", "1e400", "'dim': cannot read '1e400'"),
+    ("so2-accumulated", "kappa", "5", "'kappa' = 5.0 applies only with law = vonmises, not law = 'gaussian'"),
+    ("householder", "vocab", "4", "'vocab' = 4 applies only with w = token"),
 ])
 def test_bad_parameters_name_the_parameter_and_range(name, param, value, needle):
     with pytest.raises(ParamError) as err:
@@ -27,9 +31,25 @@ def test_bad_parameters_name_the_parameter_and_range(name, param, value, needle)
     assert needle in str(err.value)
 
 
+def test_integers_are_read_exactly_and_unused_defaults_are_accepted():
+    fam = make_family("householder", w="token", table_seed="12345678901234567", dim="1e1")
+    assert fam.table_seed == 12345678901234567 and fam.dim == 10
+    assert make_family("householder", table_seed=2**63 - 1, w="token").table_seed == 2**63 - 1
+    # a saved config lists every parameter; the defaults of those that do not apply resolve again
+    assert make_family("so2-accumulated", law="gaussian", kappa=4.0, stay=0.5).sigma == 0.5
+    with pytest.raises(ParamError, match="'stay' = 0.9 applies only with source = markov"):
+        make_family("so2-accumulated", law="token", stay=0.9)
+    with pytest.raises(ParamError, match="'dim' = inf is not finite"):
+        make_family("haar", dim=float("inf"))
+
+
 def test_unknown_family_and_bad_sample_sizes():
     with pytest.raises(ParamError, match="unknown family 'spiral'"):
         make_family("spiral")
+    with pytest.raises(ParamError, match="'path' is not a class but a module"):
+        make_family("os:path")
+    with pytest.raises(ParamError, match="refused its parameters"):
+        make_family("fractions:Fraction", colour=1)
     fam = make_family("haar", dim=3)
     with pytest.raises(ParamError, match="n_steps must be an integer >= 1"):
         fam.sample(np.random.default_rng(0), 0, 1)

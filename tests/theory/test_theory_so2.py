@@ -72,8 +72,7 @@ def test_sympy_derivation_agrees_with_the_evaluator(law):
 
     expr, sym = so2.derive_characteristic(law)
     values = {"mu": 0.4, "sigma": 0.6, "a": 0.9, "gamma": 0.25, "kappa": 1.7, "offset": 0.3, "m": 4}
-    fam = make_family("so2-accumulated", dim=2, law=law, **{k: v for k, v in values.items()
-                                                            if k in ("mu", "sigma", "a", "gamma", "kappa", "offset", "m")})
+    fam = make_family("so2-accumulated", dim=2, law=law, **{n: v for n, v in values.items() if n in sym})
     for k in (1, 2, 4, 5):
         subs = {sym[n]: v for n, v in values.items() if n in sym}
         subs[sym["k"]] = k
@@ -83,7 +82,8 @@ def test_sympy_derivation_agrees_with_the_evaluator(law):
 
 @pytest.mark.parametrize("source", ["iid", "markov"])
 def test_token_chain_characteristic_by_brute_force_enumeration(source):
-    fam = make_family("so2-accumulated", dim=4, law="token", vocab=3, source=source, stay=0.6, table_seed=7)
+    chain = {"source": "markov", "stay": 0.6} if source == "markov" else {}
+    fam = make_family("so2-accumulated", dim=4, law="token", vocab=3, table_seed=7, **chain)
     table = np.random.default_rng(7).normal(0, 1.0, size=(3, 2))
     p = np.full((3, 3), 1 / 3) if source == "iid" else 0.6 * np.eye(3) + 0.4 / 3
     got = so2.path_characteristic(fam, 5, k=1)
