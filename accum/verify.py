@@ -16,6 +16,7 @@ import argparse
 import math
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
@@ -310,24 +311,26 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
     size.add_argument("--full", dest="preset", action="store_const", const="full", help="tighter, larger (< 20 min)")
     p.set_defaults(preset="quick", run=run_verify)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--budget", type=float, default=0.01, help="false-failure probability for the whole report")
+    p.add_argument("--budget", type=float, default=0.01, help="false-failure probability for the whole report, in [1e-12, 1) (default 0.01)")
     p.add_argument("--json", metavar="PATH")
     p.add_argument("--markdown", metavar="PATH")
 
 
 def run_verify(args: argparse.Namespace) -> int:
     check_seed(args.seed, "--seed")
-    if not 0.0 < args.budget < 1.0:
-        raise ParamError(f"--budget must lie in (0, 1), got {args.budget!r}")
+    if not 1e-12 <= args.budget < 1.0:
+        raise ParamError(f"--budget must lie in [1e-12, 1), got {args.budget!r}")
     for option, path in (("--json", args.json), ("--markdown", args.markdown)):
-        if path:
+        if path is not None:
             check_output_path(path, option)
+    if args.json is not None and args.markdown is not None and Path(args.json).resolve() == Path(args.markdown).resolve():
+        raise ParamError(f"--json and --markdown name the same file {args.json}; give two paths")
     start = time.perf_counter()
     report = run_report(args.preset, args.seed, args.budget, progress=True)
     print(format_table(report))
-    if args.json:
+    if args.json is not None:
         atomic_write_json(args.json, make_record("verify", {"preset": args.preset, "budget": args.budget, **report["config"]},
                                                  report, args.seed, {"seconds": time.perf_counter() - start, **report["timings"]}))
-    if args.markdown:
+    if args.markdown is not None:
         atomic_write_text(args.markdown, format_markdown(report))
     return 0 if report["passed"] else 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from accum.simulations.params import ParamError, check_seed
 from accum.simulations.results import check_output_path
@@ -22,8 +23,8 @@ def add_figures(sub: argparse._SubParsersAction) -> None:
                    help=f"saved measurements, one JSON per job (default {DEFAULT_RESULTS})")
     p.add_argument("--quick", action="store_true", help="tiny sizes (seconds; for smoke tests, not for reading)")
     p.add_argument("--seed", type=int, default=0, help="root seed of every measurement (default 0)")
-    p.add_argument("--probes", default=str(DEFAULT_PROBES), metavar="PATH",
-                   help=f"probe sweep results for figure 6 (default {DEFAULT_PROBES}; skipped if absent)")
+    p.add_argument("--probes", metavar="PATH",
+                   help=f"probe sweep results for figure 6 (default {DEFAULT_PROBES}, figure 6 skipped if absent)")
     p.add_argument("--workers", type=int, metavar="N", help="processes for missing measurements (default: usable CPUs)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=run_figures)
@@ -34,11 +35,14 @@ def run_figures(args: argparse.Namespace) -> int:
     workers = default_workers() if args.workers is None else args.workers
     if isinstance(workers, bool) or workers < 1:
         raise ParamError(f"--workers must be an integer >= 1, got {workers!r}")
+    seed = check_seed(args.seed, "--seed")
     check_output_path(args.out, "--out", directory=True)
     check_output_path(args.results, "--results", directory=True)
+    if args.probes is not None and not Path(args.probes).is_file():
+        raise ParamError(f"--probes {args.probes}: no such file (a sweep.json from `accum probe sweep`)")
     try:
-        outcomes = make_figures(args.out, args.results, quick=args.quick, seed=check_seed(args.seed, "--seed"),
-                                probes=args.probes, workers=workers, progress=not args.no_progress)
+        outcomes = make_figures(args.out, args.results, quick=args.quick, seed=seed,
+                                probes=args.probes or DEFAULT_PROBES, workers=workers, progress=not args.no_progress)
     except DataError as err:
         print(f"accum figures: {err}", file=sys.stderr)
         return 1

@@ -76,6 +76,8 @@ def read_probe_sweep(path: Path) -> dict | None:
         return None
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ResultError(f"{path}: corrupt probe results ({err})") from None
+    except OSError as err:
+        raise ResultError(f"{path}: cannot read probe results ({err.strerror})") from None
     if not isinstance(data, dict) or any(k not in data for k in PROBE_KEYS) or not data["arms"]:
         raise ResultError(f"{path}: not a probe sweep (needs keys {', '.join(PROBE_KEYS)} and at least one arm)")
     return data
@@ -91,9 +93,8 @@ def measured_figure(spec: FigureSpec, measured: Sequence[Measured], out_dir: Pat
     return Outcome(spec.name, files, f"{len(measured)} curves/points{missing}")
 
 
-def probes_figure(spec: FigureSpec, probes: Path, out_dir: Path) -> Outcome:
-    """Figure 6 from the probes' sweep.json, or a skip message when there are no probe results."""
-    sweep = read_probe_sweep(probes)
+def probes_figure(spec: FigureSpec, sweep: dict | None, probes: Path, out_dir: Path) -> Outcome:
+    """Figure 6 from the probes' sweep (read from ``probes``), or a skip message when there is none."""
     if sweep is None:
         return Outcome(spec.name, (), f"skipped: no probe results at {probes} (run `accum probe sweep` first)")
     files = save_figure(fig_probes(sweep), out_dir, spec.name, probes_caption(spec, sweep, probes))
@@ -105,8 +106,10 @@ def make_figures(out_dir: str | Path = DEFAULT_OUT, results_dir: str | Path = DE
                  seed: int = 0, probes: str | Path = DEFAULT_PROBES, workers: int = 1,
                  progress: bool = True) -> list[Outcome]:
     """Figures 1-6 under ``out_dir``; measurements missing from ``results_dir`` are computed first (one
-    progress bar for all of them)."""
-    out_dir, results_dir = Path(out_dir), Path(results_dir)
+    progress bar for all of them).  The probe sweep is read before anything is computed, so a corrupt one
+    fails at once."""
+    out_dir, results_dir, probes = Path(out_dir), Path(results_dir), Path(probes)
+    sweep = read_probe_sweep(probes)
     specs = figure_specs(quick)
     jobs = [job for spec in specs for job in spec.jobs]
     records = iter(ensure(jobs, results_dir, seed, workers=workers, progress=progress))
@@ -117,5 +120,5 @@ def make_figures(out_dir: str | Path = DEFAULT_OUT, results_dir: str | Path = DE
             measured = [next(records) for _ in spec.jobs]
             outcomes.append(measured_figure(spec, measured, out_dir, seed, size, results_dir))
         else:
-            outcomes.append(probes_figure(spec, Path(probes), out_dir))
+            outcomes.append(probes_figure(spec, sweep, probes, out_dir))
     return outcomes

@@ -24,7 +24,7 @@ import numpy as np
 from . import estimators as est
 from . import reference
 from .families import make_family
-from .params import check_positive_int
+from .params import ParamError, check_positive_int
 from .results import atomic_write_json, check_output_path, make_record
 
 
@@ -103,16 +103,18 @@ def add_bench(sub: argparse._SubParsersAction) -> None:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    if args.json:
+    if args.json is not None:
         check_output_path(args.json, "--json")
     start = time.perf_counter()
-    rows = run_benchmarks(check_positive_int("--repeats", args.repeats))
+    if check_positive_int("--repeats", args.repeats) > 100:
+        raise ParamError(f"--repeats must be an integer in [1, 100], got {args.repeats}")
+    rows = run_benchmarks(args.repeats)
     for r in rows:
         cmp = "<=" if r["kind"] == "slowdown" else ">="
         verdict = "info" if r["meets"] is None else "ok  " if r["meets"] else "MISS"
         target = "(context, no target)" if r["target"] is None else f"(target {cmp} {r['target']:g})"
         print(f"{verdict} {r['ratio']:8.2f}  {target:<20}  {r['name']}")
-    if args.json:
+    if args.json is not None:
         config = {"repeats": args.repeats, "cpu_count": os.cpu_count()}
         atomic_write_json(args.json, make_record("bench", config, {"ratios": rows}, 0, {"seconds": time.perf_counter() - start}))
     return 0

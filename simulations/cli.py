@@ -22,7 +22,8 @@ def run_families(args: argparse.Namespace) -> int:
     for name, cls in FAMILIES.items():
         print(f"{name}: {cls.summary}")
         for spec in cls.PARAMS:
-            print(f"    {spec.name:<12} default {spec.default!s:<10} {spec.allowed():<40} {spec.doc}")
+            only = f" (only with {spec.only_with[0]} = {' or '.join(spec.only_with[1])})" if spec.only_with else ""
+            print(f"    {spec.name:<12} default {spec.default!s:<10} {spec.allowed():<40} {spec.doc}{only}")
     print("user-defined: --family package.module:ClassName (see README, 'Adding a family')")
     return 0
 
@@ -42,11 +43,11 @@ def add_measure(sub: argparse._SubParsersAction) -> None:
 
 
 def run_measure(args: argparse.Namespace) -> int:
-    if args.json:
+    if args.json is not None:
         check_output_path(args.json, "--json")
     record = measure(args.quantity, args.family, parse_assignments(args.param, "--param"),
                      parse_assignments(args.opt, "--opt"), seed=args.seed)
-    if args.json:
+    if args.json is not None:
         atomic_write_json(args.json, record)
     result = record["result"]
     summary = {k: result[k] for k in ("mean", "stderr", "n") if k in result} or result

@@ -98,7 +98,18 @@ def resolve_job(quantity: str, family: str, family_args: dict, options: dict) ->
     if quantity not in QUANTITIES:
         raise ParamError(f"unknown quantity {quantity!r}; known: {', '.join(QUANTITIES)}")
     q = QUANTITIES[quantity]
-    return q, make_family(family, **family_args), resolve(q.options, options, f"quantity {quantity}")
+    opts = resolve(q.options, options, f"quantity {quantity}")
+    if "points" in opts:
+        check_far_grid(opts["n_max"], opts["points"], quantity)
+    return q, make_family(family, **family_args), opts
+
+
+def check_far_grid(n_max: int, points: int, owner: str) -> None:
+    """Refuse ``points`` larger than the number of distinct far-set sizes ``far_grid`` can give up to n_max."""
+    if far_grid(n_max, points).size < points:
+        most = max(p for p in range(1, points) if far_grid(n_max, p).size == p)
+        raise ParamError(f"quantity {owner}: points = {points} would repeat far-set sizes up to n_max = {n_max} "
+                         f"(rounded geometric grid); use points <= {most} or a larger n_max")
 
 
 def measure(quantity: str, family: str, family_args: dict | None = None, options: dict | None = None,

@@ -20,6 +20,12 @@ from accum.simulations.results import atomic_write_json, check_output_path, make
 from .checks import check, format_report
 
 
+#: allowed ranges of the options (inclusive): the pair operator E[A (x) A] has d^4 entries and an SVD of size d^2
+SAMPLES_RANGE, K_MAX_RANGE, PAIR_DIM_RANGE = (10, 10**7), (1, 1024), (1, 32)
+#: the sampled steps (samples, d, d) are held in memory: at most this many float64 numbers (2 GB)
+MAX_STEP_NUMBERS = 250_000_000
+
+
 def add_subparser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``check`` command to an ``add_subparsers()`` object; returns its parser."""
     p = subparsers.add_parser(
@@ -29,35 +35,38 @@ def add_subparser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
     p.add_argument("--param", action="append", metavar="K=V", help="family parameter (repeatable)")
     p.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo estimates (default 0)")
     p.add_argument("--json", metavar="PATH", help="write the report here (atomically)")
-    p.add_argument("--samples", type=int, default=4000, help="sampled steps per estimate (default 4000)")
+    p.add_argument("--samples", type=int, default=4000, help="sampled steps per estimate (default 4000, at most 1e7 and 2.5e8 / d^2)")
     p.add_argument("--budget", type=float, default=1e-3,
                    help="false-failure probability of the whole report (default 1e-3)")
-    p.add_argument("--k-max", type=int, default=32, help="largest frequency k of the non-lattice test (default 32)")
+    p.add_argument("--k-max", type=int, default=32, help="largest frequency k of the non-lattice test (default 32, at most 1024)")
     p.add_argument("--pair-dim", type=int, default=24,
-                   help="largest d for which E[A (x) A] (d^4 numbers) is estimated (default 24)")
+                   help="largest d for which E[A (x) A] (d^4 numbers) is estimated (default 24, at most 32)")
     p.set_defaults(run=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``accum check``; returns the exit status (0 condition holds, 1 it fails)."""
-    if args.samples < 10:
-        raise ParamError(f"--samples must be >= 10, got {args.samples}")
+    for option, value, (lo, hi) in (("--samples", args.samples, SAMPLES_RANGE), ("--k-max", args.k_max, K_MAX_RANGE),
+                                    ("--pair-dim", args.pair_dim, PAIR_DIM_RANGE)):
+        if not lo <= value <= hi:
+            raise ParamError(f"{option} must be an integer in [{lo}, {hi}], got {value}")
     if not (0.0 < args.budget < 1.0):
         raise ParamError(f"--budget must lie in (0, 1), got {args.budget}")
-    if args.k_max < 1 or args.pair_dim < 1:
-        raise ParamError("--k-max and --pair-dim must be >= 1")
     check_seed(args.seed, "--seed")
-    if args.json:
+    if args.json is not None:
         check_output_path(args.json, "--json")
     params = parse_assignments(args.param, "--param")
     family = make_family(args.family, **params)
+    if args.samples * family.dim**2 > MAX_STEP_NUMBERS:
+        raise ParamError(f"--samples {args.samples} at d = {family.dim} would hold {args.samples * family.dim**2:.3g} "
+                         f"numbers of step matrices; at most {MAX_STEP_NUMBERS // family.dim**2} samples at this d")
     start = time.perf_counter()
     report = check(family, samples=args.samples, rng=np.random.default_rng(args.seed), budget=args.budget,
                    k_max=args.k_max, pair_dim=args.pair_dim)
     seconds = time.perf_counter() - start
     print(format_report(report))
-    if args.json:
+    if args.json is not None:
         config = {"family": report.family, "params": report.params, "samples": args.samples, "budget": args.budget,
                   "k_max": args.k_max, "pair_dim": args.pair_dim}
         atomic_write_json(args.json, make_record("check", config, report.to_dict(), args.seed, {"seconds": seconds}))

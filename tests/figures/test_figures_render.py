@@ -86,7 +86,7 @@ def synthetic_sweep(arms=("nope", "rope", "alibi", "random", "learned", "learned
 def test_probes_figure_drawn_from_sweep_file(tmp_path):
     path = tmp_path / "sweep.json"
     path.write_text(json.dumps(synthetic_sweep()))
-    outcome = probes_figure(probes_spec(), path, tmp_path / "out")
+    outcome = probes_figure(probes_spec(), read_probe_sweep(path), path, tmp_path / "out")
     png, pdf, txt = outcome.files
     assert_real_image(png, pdf)
     text = txt.read_text()
@@ -100,7 +100,7 @@ def test_partial_probe_sweep_says_which_arms_are_missing(tmp_path):
     sweep_doc["complete"] = False
     path = tmp_path / "sweep.json"
     path.write_text(json.dumps(sweep_doc))
-    outcome = probes_figure(probes_spec(), path, tmp_path / "out")
+    outcome = probes_figure(probes_spec(), read_probe_sweep(path), path, tmp_path / "out")
     assert outcome.message == "2 of 7 probe arms"
     assert "arms not finished yet: alibi, random, learned, learned_qkv, path" in outcome.files[2].read_text()
 
@@ -114,6 +114,8 @@ def test_corrupt_or_foreign_probe_file_is_an_error(tmp_path):
     with pytest.raises(ResultError):
         read_probe_sweep(bad)
     assert read_probe_sweep(tmp_path / "missing.json") is None
+    with pytest.raises(ResultError, match="cannot read probe results"):
+        read_probe_sweep(tmp_path)
 
 
 def quick_jobs():

@@ -81,6 +81,15 @@ def test_bench_ratio_verdicts_and_bad_repeats(capsys):
     (["bench", "--json", "{file}/x.json"], "--json"),
     (["figures", "--out", "{file}"], "--out"),
     (["figures", "--results", "{file}/r"], "--results"),
+    (["figures", "--out", "{dir}/o", "--results", "{dir}/r", "--probes", "{dir}/none.json"], "--probes"),
+    (["figures", "--out", "{dir}/o", "--results", "{dir}/r", "--probes", "{file}"], "corrupt probe results"),
+    (["verify", "--budget", "5e-324"], "--budget"),
+    (["verify", "--json", "{dir}/a", "--markdown", "{dir}/a"], "--markdown"),
+    (["check", "rope", "--k-max", "0"], "--k-max"),
+    (["check", "haar", "--param", "dim=4096"], "--samples"),
+    (["measure", "coherence", "--family", "rope", "--json", ""], "--json"),
+    (["measure", "near-weight", "--family", "rope", "--opt", "n_max=20", "--opt", "points=50"], "points"),
+    (["bench", "--repeats", "1000"], "--repeats"),
 ])
 def test_bad_command_lines_exit_2_before_any_work(argv, named, tmp_path, capsys):
     """Each refusal happens before the (seconds-long) computation and names the option."""
