@@ -8,7 +8,7 @@ from pathlib import Path
 
 from accum.simulations.params import ParamError, check_seed
 from accum.simulations.results import check_output_path
-from accum.simulations.sweep import default_workers
+from accum.simulations.sweep import check_workers, default_workers
 
 from .data import DEFAULT_RESULTS, DataError
 from .make import DEFAULT_OUT, DEFAULT_PROBES, make_figures
@@ -32,9 +32,7 @@ def add_figures(sub: argparse._SubParsersAction) -> None:
 
 def run_figures(args: argparse.Namespace) -> int:
     """One line per figure on stdout (its files, or why it was skipped); exit 1 if a measurement failed."""
-    workers = default_workers() if args.workers is None else args.workers
-    if isinstance(workers, bool) or workers < 1:
-        raise ParamError(f"--workers must be an integer >= 1, got {workers!r}")
+    workers = default_workers() if args.workers is None else check_workers(args.workers, "--workers")
     seed = check_seed(args.seed, "--seed")
     check_output_path(args.out, "--out", directory=True)
     check_output_path(args.results, "--results", directory=True)

@@ -53,8 +53,9 @@ def jsonable(obj: Any) -> Any:
 def check_output_path(path: str | os.PathLike, option: str, directory: bool = False) -> Path:
     """Refuse, before any work is done, an output ``path`` that cannot be written; ``ParamError`` names ``option``.
 
-    A file path must not be a directory; a directory path must not be a file; the nearest existing ancestor
-    must be a writable directory (missing folders below it are created when the result is written).
+    A file path must not be a directory; a directory path must not be a file, and must be writable if it
+    exists; the nearest existing ancestor must be a writable directory (missing folders below it are created
+    when the result is written).
     """
     if not str(path).strip():
         raise ParamError(f"{option}: empty path")
@@ -68,6 +69,19 @@ def check_output_path(path: str | os.PathLike, option: str, directory: bool = Fa
         raise ParamError(f"{option} {path}: {ancestor} is not a directory")
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise ParamError(f"{option} {path}: {ancestor} is not writable")
+    if directory and path.is_dir() and not os.access(path, os.W_OK | os.X_OK):
+        raise ParamError(f"{option} {path}: the directory is not writable")
+    return path
+
+
+def make_output_dir(path: str | os.PathLike, option: str) -> Path:
+    """``check_output_path(path, option, directory=True)``, then create the directory (and its parents);
+    a refusal by the system is a ``ParamError`` naming ``option`` too."""
+    path = check_output_path(path, option, directory=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ParamError(f"{option} {path}: cannot create the directory ({err.strerror or err})") from None
     return path
 
 

@@ -27,8 +27,10 @@ import hashlib
 import importlib
 import itertools
 import json
+import math
 import multiprocessing
 import os
+import re
 import sys
 import tomllib
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -43,11 +45,18 @@ from tqdm import tqdm
 from .families import family_name, family_params
 from .measure import QUANTITIES, measure, resolve_job
 from .params import ParamError
-from .results import ResultError, atomic_write_json, jsonable, package_version, read_record
+from .results import (ResultError, atomic_write_json, check_output_path, jsonable, make_output_dir, package_version,
+                      read_record)
 
 INDEX_SCHEMA = "accum.sweep-index/1"
 GRID_KEYS = ("quantity", "family", "options", "seeds", "root_seed", "output")
 REQUIRED_KEYS = ("quantity", "family", "seeds", "root_seed", "output")
+MAX_REPLICATES = 100_000   # replicates per config (``seeds``)
+MAX_JOBS = 1_000_000       # jobs per grid, counted before any job is planned
+MAX_WORKERS = 1024         # local processes (``--workers``)
+SCHEDULER_SCHEMES = ("tcp", "tls")
+SCHEDULER_ADDRESS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)"
+                               r":(?P<port>[0-9]+)")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
                     "NUMEXPR_NUM_THREADS")
 
@@ -127,6 +136,10 @@ def load_grid(path: str | os.PathLike) -> Grid:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise GridError(f"{path}: no such grid file") from None
+    except IsADirectoryError:
+        raise GridError(f"{path}: is a directory; give a grid file") from None
+    except OSError as err:
+        raise GridError(f"{path}: cannot read the grid file ({err.strerror or err})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise GridError(f"{path}: not a valid TOML file ({err})") from None
     return parse_grid(data, str(path), path.parent)
@@ -141,14 +154,26 @@ def parse_grid(data: dict[str, Any], source: str, base: Path) -> Grid:
     if missing:
         raise GridError(f"{source}: missing key {missing[0]!r}; required: {', '.join(REQUIRED_KEYS)}")
     quantity = data["quantity"]
-    if quantity not in QUANTITIES:
-        raise GridError(f"{source}: quantity: unknown quantity {quantity!r}; known: {', '.join(QUANTITIES)}")
+    if not isinstance(quantity, str) or quantity not in QUANTITIES:
+        raise GridError(f"{source}: quantity: expected one of {', '.join(QUANTITIES)}, got {quantity!r}")
     output = data["output"]
-    if not isinstance(output, str) or not output:
+    if not isinstance(output, str) or not output.strip():
         raise GridError(f"{source}: output: expected a directory path, got {output!r}")
-    return Grid(source, quantity, parse_families(data["family"], source),
-                parse_axes(data.get("options", {}), "options", source), parse_replicates(data["seeds"], source),
-                parse_root_seed(data["root_seed"], source), base / output)
+    families = parse_families(data["family"], source)
+    options = parse_axes(data.get("options", {}), "options", source)
+    replicates = parse_replicates(data["seeds"], source)
+    jobs = job_count(families, options, replicates)
+    if jobs > MAX_JOBS:
+        raise GridError(f"{source}: the grid has {jobs} jobs; at most {MAX_JOBS} are allowed (split it into "
+                        "several grids)")
+    return Grid(source, quantity, families, options, replicates, parse_root_seed(data["root_seed"], source),
+                base / output)
+
+
+def job_count(families: tuple[FamilyAxes, ...], options: dict[str, tuple], replicates: tuple[int, ...]) -> int:
+    """Number of jobs, without expanding them: (sum_f prod_a |axis_a of f|) * prod_o |option axis o| * |replicates|."""
+    points = sum(math.prod(len(v) for v in fam.axes.values()) for fam in families)
+    return points * math.prod(len(v) for v in options.values()) * len(replicates)
 
 
 def parse_families(value: Any, source: str) -> tuple[FamilyAxes, ...]:
@@ -190,20 +215,28 @@ def parse_axes(table: Any, where: str, source: str) -> dict[str, tuple]:
 
 
 def parse_replicates(value: Any, source: str) -> tuple[int, ...]:
-    """``seeds = n`` -> replicates 0..n-1; ``seeds = [r, ...]`` -> those replicate indices (distinct, >= 0)."""
+    """``seeds = n`` -> replicates 0..n-1; ``seeds = [r, ...]`` -> those replicate indices (distinct, >= 0).
+
+    At most ``MAX_REPLICATES`` replicates either way.
+    """
+    expected = (f"{source}: seeds: expected a count in [1, {MAX_REPLICATES}] or a non-empty list of distinct "
+                "integers >= 0")
     if isinstance(value, int) and not isinstance(value, bool):
-        if value < 1:
-            raise GridError(f"{source}: seeds: expected a count >= 1 or a list of replicate indices, got {value}")
+        if not 1 <= value <= MAX_REPLICATES:
+            raise GridError(f"{expected}, got {value}")
         return tuple(range(value))
+    if isinstance(value, list) and len(value) > MAX_REPLICATES:
+        raise GridError(f"{source}: seeds: expected at most {MAX_REPLICATES} replicate indices, "
+                        f"got a list of {len(value)}")
     ok = isinstance(value, list) and value and all(isinstance(r, int) and not isinstance(r, bool) and r >= 0
                                                    for r in value)
     if not ok or len(set(value)) < len(value):
-        raise GridError(f"{source}: seeds: expected a count >= 1 or a non-empty list of distinct integers >= 0, "
-                        f"got {value!r}")
+        raise GridError(f"{expected}, got {value!r}")
     return tuple(value)
 
 
 def parse_root_seed(value: Any, source: str) -> int:
+    """``root_seed``: an integer >= 0 (TOML integers are < 2^63)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise GridError(f"{source}: root_seed: expected an integer >= 0, got {value!r}")
     return value
@@ -434,30 +467,57 @@ def pool_outcomes(jobs: list[Job], workers: int) -> Iterator[tuple[Job, dict | E
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-def dask_outcomes(jobs: list[Job], address: str) -> Iterator[tuple[Job, dict | Exception]]:
-    """Jobs on an existing Dask distributed scheduler at ``address``; outcomes as they finish.
+def check_workers(value: Any, option: str) -> int:
+    """A local process count: an integer in [1, ``MAX_WORKERS``]; ``ParamError`` names ``option``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_WORKERS:
+        raise ParamError(f"{option}: expected an integer in [1, {MAX_WORKERS}], got {value!r}")
+    return value
+
+
+def check_scheduler(address: Any, option: str) -> str:
+    """A Dask scheduler address ``SCHEME://HOST:PORT`` (scheme tcp or tls, IPv6 hosts in brackets, port in
+    [1, 65535]); checked before anything connects.  ``ParamError`` names ``option``."""
+    match = SCHEDULER_ADDRESS.fullmatch(address) if isinstance(address, str) else None
+    if match is None:
+        raise ParamError(f"{option} {address!r}: expected SCHEME://HOST:PORT, e.g. tcp://127.0.0.1:8786")
+    if match["scheme"] not in SCHEDULER_SCHEMES:
+        raise ParamError(f"{option} {address!r}: unknown scheme {match['scheme']!r}; "
+                         f"known: {', '.join(SCHEDULER_SCHEMES)}")
+    if not 1 <= int(match["port"]) <= 65535:
+        raise ParamError(f"{option} {address!r}: port {match['port']} is out of range; allowed: [1, 65535]")
+    return address
+
+
+def connect(address: str):
+    """A ``distributed.Client`` of the scheduler at ``address``; ``ParamError`` if it cannot be reached
+    (within Dask's ``distributed.comm.timeouts.connect``)."""
+    from distributed import Client
+
+    try:
+        return Client(address, set_as_default=False)
+    except OSError as err:  # refused, unreachable or timed out (TimeoutError is an OSError)
+        raise ParamError(f"--scheduler {address}: cannot connect ({err})") from None
+
+
+def dask_outcomes(jobs: list[Job], client) -> Iterator[tuple[Job, dict | Exception]]:
+    """Jobs on a connected Dask distributed ``client``; outcomes as they finish.
 
     Nanny-started Dask workers already run with OMP/MKL/OpenBLAS threads = 1
     (``distributed.nanny.pre-spawn-environ``).  Records travel back over Dask's own (pickle) protocol, i.e.
     from workers of a cluster you control; files on disk are JSON only.
     """
-    from distributed import Client, as_completed as dask_as_completed
+    from distributed import as_completed as dask_as_completed
 
-    try:
-        client = Client(address, set_as_default=False)
-    except OSError as err:
-        raise ParamError(f"--scheduler {address}: cannot connect ({err})") from None
-    with client:
-        futures = {client.submit(run_job, job, pure=False): job for job in jobs}
-        for future in dask_as_completed(futures, loop=client.loop):
-            yield futures[future], future.result() if future.status == "finished" else future.exception()
-            future.release()
+    futures = {client.submit(run_job, job, pure=False): job for job in jobs}
+    for future in dask_as_completed(futures, loop=client.loop):
+        yield futures[future], future.result() if future.status == "finished" else future.exception()
+        future.release()
 
 
-def outcomes(jobs: list[Job], workers: int, scheduler: str | None) -> Iterator[tuple[Job, dict | Exception]]:
-    """Choose the executor: Dask if ``scheduler``, a process pool if workers > 1 and jobs > 1, else serial."""
-    if scheduler:
-        return dask_outcomes(jobs, scheduler)
+def outcomes(jobs: list[Job], workers: int, client) -> Iterator[tuple[Job, dict | Exception]]:
+    """Choose the executor: Dask if ``client``, a process pool if workers > 1 and jobs > 1, else serial."""
+    if client is not None:
+        return dask_outcomes(jobs, client)
     if workers > 1 and len(jobs) > 1:
         return pool_outcomes(jobs, min(workers, len(jobs)))
     return serial_outcomes(jobs)
@@ -466,27 +526,32 @@ def outcomes(jobs: list[Job], workers: int, scheduler: str | None) -> Iterator[t
 def run_sweep(grid: Grid, *, workers: int = 1, scheduler: str | None = None, progress: bool = False) -> Summary:
     """Run the grid's unfinished jobs, writing each result atomically as it arrives.
 
-    Interrupting (Ctrl-C, a crash, SIGKILL) loses only jobs in flight; ``index.json`` is rewritten at the end
-    of every run that gets to clean up.  The progress bar (tqdm, stderr) counts finished jobs.
+    Checked in this order before any job runs: ``workers``, the ``scheduler`` address, every job of the grid
+    (``plan``), the connection to the scheduler, the output directory (created here).  Interrupting (Ctrl-C,
+    a crash, SIGKILL) loses only jobs in flight; ``index.json`` is rewritten at the end of every run that
+    gets to clean up.  The progress bar (tqdm, stderr) counts finished jobs.
     """
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ParamError(f"workers must be an integer >= 1, got {workers!r}")
+    check_workers(workers, "workers")
+    if scheduler is not None:
+        check_scheduler(scheduler, "scheduler")
     jobs = plan(grid)
-    status = {job.hash: "done" if is_finished(grid.output, job) else "pending" for job in jobs}
-    todo = [job for job in jobs if status[job.hash] == "pending"]
-    failed = []
-    try:
-        with tqdm(total=len(jobs), initial=len(jobs) - len(todo), unit="job", disable=not progress) as bar:
-            for job, outcome in outcomes(todo, workers, scheduler):
-                if isinstance(outcome, Exception):
-                    status[job.hash] = f"failed: {type(outcome).__name__}: {outcome}"
-                    failed.append((job.where, f"{type(outcome).__name__}: {outcome}"))
-                else:
-                    atomic_write_json(result_path(grid.output, job), outcome)
-                    status[job.hash] = "done"
-                bar.update()
-    finally:
-        atomic_write_json(Path(grid.output) / "index.json", index_document(grid, jobs, status))
+    with connect(scheduler) if scheduler is not None else contextlib.nullcontext() as client:
+        make_output_dir(grid.output, f"output (in {grid.source})")
+        status = {job.hash: "done" if is_finished(grid.output, job) else "pending" for job in jobs}
+        todo = [job for job in jobs if status[job.hash] == "pending"]
+        failed = []
+        try:
+            with tqdm(total=len(jobs), initial=len(jobs) - len(todo), unit="job", disable=not progress) as bar:
+                for job, outcome in outcomes(todo, workers, client):
+                    if isinstance(outcome, Exception):
+                        status[job.hash] = f"failed: {type(outcome).__name__}: {outcome}"
+                        failed.append((job.where, f"{type(outcome).__name__}: {outcome}"))
+                    else:
+                        atomic_write_json(result_path(grid.output, job), outcome)
+                        status[job.hash] = "done"
+                    bar.update()
+        finally:
+            atomic_write_json(Path(grid.output) / "index.json", index_document(grid, jobs, status))
     computed = sum(1 for job in todo if status[job.hash] == "done")
     return Summary(len(jobs), len(jobs) - len(todo), computed, tuple(failed), Path(grid.output))
 
@@ -499,18 +564,29 @@ def default_workers() -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """``accum sweep``: one JSON summary line on stdout, failures on stderr; exit 1 if any job failed."""
-    if args.scheduler and args.workers is not None:
-        raise ParamError("give --workers (local processes) or --scheduler (Dask), not both")
+    """``accum sweep``: one JSON summary line on stdout, failures on stderr; exit 1 if any job failed.
+
+    The options are checked before the grid is read, the output directory before any job runs (and created
+    then, unless ``--dry-run``).
+    """
+    if args.workers is not None:
+        check_workers(args.workers, "--workers")
+    if args.scheduler is not None:
+        check_scheduler(args.scheduler, "--scheduler")
+        if args.workers is not None:
+            raise ParamError("give --workers (local processes) or --scheduler (Dask), not both")
     grid = load_grid(args.grid)
-    if args.out:
-        grid = replace(grid, output=Path(args.out))
+    if args.out is not None:
+        grid = replace(grid, output=check_output_path(args.out, "--out", directory=True))
+    option = "--out" if args.out is not None else f"output (in {grid.source})"
+    check_output_path(grid.output, option, directory=True)
     if args.dry_run:
         jobs = plan(grid)
         done = sum(is_finished(grid.output, job) for job in jobs)
         print(json.dumps({"jobs": len(jobs), "done": done, "pending": len(jobs) - done, "output": str(grid.output)}))
         return 0
-    workers = default_workers() if args.workers is None else args.workers
+    workers = min(default_workers(), MAX_WORKERS) if args.workers is None else args.workers
+    make_output_dir(grid.output, option)
     summary = run_sweep(grid, workers=workers, scheduler=args.scheduler, progress=not args.no_progress)
     for where, error in summary.failed:
         print(f"accum sweep: job failed: {where}: {error}", file=sys.stderr)

@@ -13,10 +13,12 @@ import sys
 import time
 from dataclasses import replace
 
+import dask
 import distributed
 import numpy as np
 import pytest
 
+from accum import cli as accum_cli
 from accum.simulations import cli, sweep
 from accum.simulations.measure import measure
 from accum.simulations.params import ParamError
@@ -279,6 +281,27 @@ BAD_GRIDS = {
                        ["family[2] so2-accumulated", "same job"]),
     "boolean value": (grid_text(FAMILIES.replace("dim = 4", "dim = true")), ["family[1].dim", "True"]),
     "not TOML": ("quantity = coherence\n", ["not a valid TOML file"]),
+    "quantity is a list": (grid_text(head=HEAD.replace('"coherence"', '["coherence"]')),
+                           ["quantity: expected one of", "['coherence']"]),
+    "quantity is a table": (grid_text(head=HEAD.replace('"coherence"', '{ name = "coherence" }')), ["quantity"]),
+    "root_seed is a string": (grid_text(head=HEAD.replace("root_seed = 11", 'root_seed = "11"')),
+                              ["root_seed: expected an integer >= 0", "'11'"]),
+    "root_seed is a float": (grid_text(head=HEAD.replace("root_seed = 11", "root_seed = 11.0")), ["root_seed", "11.0"]),
+    "root_seed is a boolean": (grid_text(head=HEAD.replace("root_seed = 11", "root_seed = true")),
+                               ["root_seed", "True"]),
+    "output is a number": (grid_text(head=HEAD.replace('output = "out"', "output = 5")), ["output: expected", "5"]),
+    "output is blank": (grid_text(head=HEAD.replace('output = "out"', 'output = " "')), ["output: expected"]),
+    "seeds is a string": (grid_text(head=HEAD.replace("seeds = 2", 'seeds = "2"')), ["seeds: expected", "'2'"]),
+    "seeds is a float": (grid_text(head=HEAD.replace("seeds = 2", "seeds = 2.0")), ["seeds: expected", "2.0"]),
+    "seeds is a boolean": (grid_text(head=HEAD.replace("seeds = 2", "seeds = true")), ["seeds: expected", "True"]),
+    "seed count huge": (grid_text(head=HEAD.replace("seeds = 2", "seeds = 1000000000000")),
+                        ["seeds: expected a count in [1, 100000]", "1000000000000"]),
+    "seed count one too many": (grid_text(head=HEAD.replace("seeds = 2", "seeds = 100001")),
+                                ["seeds: expected a count in [1, 100000]", "100001"]),
+    "seed list one too long": (grid_text(head=HEAD.replace("seeds = 2", f"seeds = {list(range(100001))}")),
+                               ["seeds: expected", "at most 100000", "a list of 100001"]),
+    "too many jobs": (grid_text(options="steps = 4\nsamples = [8, 16]", head=HEAD.replace("seeds = 2", "seeds = 100000")),
+                      ["1200000 jobs", "at most 1000000"]),
 }
 
 
@@ -296,6 +319,16 @@ def test_bad_grid_fails_before_any_job_with_a_message_naming_the_entry(case, tmp
     message = str(err.value)
     assert message.startswith(str(path)) and all(f in message for f in fragments), message
     assert not (tmp_path / "out").exists()
+
+
+def test_limits_are_inclusive_and_counted_without_expanding(tmp_path):
+    families = '[[family]]\nname = "householder"\ndim = [4, 6, 8, 10, 12]\n'
+    head = HEAD.replace("seeds = 2", f"seeds = {sweep.MAX_REPLICATES}")
+    grid = sweep.load_grid(write_grid(tmp_path, grid_text(families, "steps = 4\nsamples = [8, 16]", head)))
+    assert len(grid.replicates) == sweep.MAX_REPLICATES == 100_000
+    assert sweep.job_count(grid.families, grid.options, grid.replicates) == sweep.MAX_JOBS == 1_000_000
+    small = sweep.load_grid(write_grid(tmp_path, grid_text()))
+    assert sweep.job_count(small.families, small.options, small.replicates) == len(sweep.plan(small)) == N_JOBS
 
 
 def test_dask_local_cluster_gives_the_same_results(tmp_path):
@@ -333,3 +366,114 @@ def test_command_line(tmp_path, capsys):
     with pytest.raises(ParamError, match="not both"):
         run_cli([path, "--workers", "2", "--scheduler", "tcp://127.0.0.1:1"])
     assert issubclass(sweep.GridError, ParamError)                    # `accum` prints it on one line, exit 2
+
+
+def accum_sweep(argv: list[str], capsys) -> tuple[int, str]:
+    """``accum sweep ARGV`` through the real entry point (``accum.cli.main``): (exit status, stderr)."""
+    status = accum_cli.main(["sweep", *argv])
+    return status, capsys.readouterr().err
+
+
+def assert_refused(status: int, err: str, *fragments: str) -> None:
+    """Exit status 2 and one error line, no traceback, containing every fragment."""
+    assert status == 2, err
+    assert err.startswith("accum sweep: error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    assert all(f in err for f in fragments), err
+
+
+# argv and message fragments; {grid} is a good grid, {missing} no file (so the option is checked before the grid
+# is read), {file} a regular file, {dir} a directory, {listq} a grid with quantity = ["coherence"], {badout} a grid
+# whose output lies below {file}.
+REFUSED_COMMANDS = {
+    "scheduler not an address": (["{grid}", "--scheduler", "notaurl"], ["--scheduler 'notaurl'", "SCHEME://HOST:PORT"]),
+    "scheduler empty": (["{grid}", "--scheduler", ""], ["--scheduler ''"]),
+    "scheduler checked before the grid": (["{missing}", "--scheduler", "notaurl"], ["--scheduler"]),
+    "scheduler without port": (["{grid}", "--scheduler", "tcp://127.0.0.1"], ["--scheduler"]),
+    "scheduler without scheme": (["{grid}", "--scheduler", "127.0.0.1:8786"], ["--scheduler"]),
+    "scheduler unknown scheme": (["{grid}", "--scheduler", "http://127.0.0.1:8786"], ["--scheduler", "tcp, tls"]),
+    "scheduler port 0": (["{grid}", "--scheduler", "tcp://127.0.0.1:0"], ["--scheduler", "[1, 65535]"]),
+    "scheduler port too big": (["{grid}", "--scheduler", "tcp://127.0.0.1:65536"], ["--scheduler", "[1, 65535]"]),
+    "scheduler with a path": (["{grid}", "--scheduler", "tcp://127.0.0.1:8786/x"], ["--scheduler"]),
+    "no workers, dry run": (["{grid}", "--dry-run", "--workers", "0"], ["--workers: expected an integer in [1, 1024], got 0"]),
+    "no workers": (["{grid}", "--workers", "0", "--no-progress"], ["--workers", "[1, 1024]"]),
+    "too many workers": (["{grid}", "--workers", "1025", "--dry-run"], ["--workers", "[1, 1024]", "1025"]),
+    "workers checked before the grid": (["{missing}", "--workers", "-1", "--dry-run"], ["--workers", "-1"]),
+    "workers checked before the scheduler": (["{grid}", "--workers", "0", "--scheduler", "notaurl"], ["--workers"]),
+    "grid is a directory": (["{dir}"], ["{dir}: is a directory"]),
+    "quantity is a list": (["{listq}", "--dry-run"], ["{listq}: quantity"]),
+    "out is a file": (["{grid}", "--workers", "1", "--no-progress", "--out", "{file}"],
+                      ["--out {file}: exists and is not a directory"]),
+    "out is a file, dry run": (["{grid}", "--dry-run", "--out", "{file}"], ["--out {file}"]),
+    "out below a file": (["{grid}", "--workers", "1", "--no-progress", "--out", "{file}/x"],
+                         ["--out {file}/x", "not a directory"]),
+    "out below a file, dry run": (["{grid}", "--dry-run", "--out", "{file}/x"], ["--out {file}/x"]),
+    "out empty": (["{grid}", "--workers", "1", "--no-progress", "--out", ""], ["--out: empty path"]),
+    "out empty, dry run": (["{grid}", "--dry-run", "--out", ""], ["--out: empty path"]),
+    "grid output below a file": (["{badout}", "--workers", "1", "--no-progress"], ["output (in {badout}) ", "afile/sub"]),
+    "grid output below a file, dry run": (["{badout}", "--dry-run"], ["output (in {badout}) "]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED_COMMANDS))
+def test_bad_command_line_exits_2_on_one_line_before_any_job(case, tmp_path, monkeypatch, capsys):
+    argv, fragments = REFUSED_COMMANDS[case]
+    afile = tmp_path / "afile"
+    afile.write_text("keep")
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "listq.toml").write_text(grid_text(head=HEAD.replace('"coherence"', '["coherence"]')))
+    (tmp_path / "badout.toml").write_text(grid_text(head=HEAD.replace('"out"', '"afile/sub"')))
+    names = {"grid": write_grid(tmp_path, grid_text()), "missing": tmp_path / "missing.toml", "file": afile,
+             "dir": tmp_path / "adir", "listq": tmp_path / "listq.toml", "badout": tmp_path / "badout.toml"}
+    calls = []
+    monkeypatch.setattr(sweep, "measure", lambda *args, **kwargs: calls.append(args))
+    status, err = accum_sweep([a.format(**names) for a in argv], capsys)
+    assert_refused(status, err, *(f.format(**names) for f in fragments))
+    assert not calls and not (tmp_path / "out").exists() and afile.read_text() == "keep"
+
+
+def test_uncreatable_output_directory_fails_before_any_job(tmp_path, monkeypatch, capsys):
+    if not pathlib.Path("/proc/self").is_dir():
+        pytest.skip("needs Linux /proc, where no directory can be created")
+    calls = []
+    monkeypatch.setattr(sweep, "measure", lambda *args, **kwargs: calls.append(args))
+    path = str(write_grid(tmp_path, grid_text()))
+    status, err = accum_sweep([path, "--workers", "1", "--no-progress", "--out", "/proc/sweepx"], capsys)
+    assert_refused(status, err, "--out /proc/sweepx")
+    assert not calls
+
+
+def test_output_directory_is_created_and_checked_before_the_first_job(tmp_path, monkeypatch, capsys):
+    grid = sweep.load_grid(write_grid(tmp_path, grid_text()))
+    seen = []
+    monkeypatch.setattr(sweep, "measure", lambda *args, **kwargs: seen.append(grid.output.is_dir()) or {})
+    sweep.run_sweep(grid)
+    assert seen and all(seen)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: real_access(p, mode) and pathlib.Path(p) != locked)
+    seen.clear()
+    status, err = accum_sweep([grid.source, "--workers", "1", "--no-progress", "--out", str(locked)], capsys)
+    assert_refused(status, err, f"--out {locked}: the directory is not writable")
+    assert not seen
+
+
+def test_run_sweep_checks_workers_and_scheduler(tmp_path):
+    grid = sweep.load_grid(write_grid(tmp_path, grid_text()))
+    for kwargs, fragment in (({"workers": 0}, r"workers: expected an integer in \[1, 1024\]"), ({"workers": True}, "workers"),
+                             ({"scheduler": ""}, "scheduler ''"), ({"scheduler": "tcp://:8786"}, "scheduler")):
+        with pytest.raises(ParamError, match=fragment):
+            sweep.run_sweep(grid, **kwargs)
+    assert not grid.output.exists()
+    assert sweep.check_scheduler("tcp://[::1]:8786", "--scheduler") == "tcp://[::1]:8786"
+    assert sweep.check_scheduler("tls://scheduler.example.org:1", "--scheduler") == "tls://scheduler.example.org:1"
+
+
+def test_unreachable_scheduler_is_one_line_with_exit_2(tmp_path, monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(sweep, "measure", lambda *args, **kwargs: calls.append(args))
+    path = str(write_grid(tmp_path, grid_text()))
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        status, err = accum_sweep([path, "--scheduler", "tcp://127.0.0.1:1", "--no-progress"], capsys)
+    assert_refused(status, err, "--scheduler tcp://127.0.0.1:1: cannot connect")
+    assert not calls and not result_files(tmp_path / "out")
