@@ -14,6 +14,7 @@ the dataclasses; ``--threads`` (default 2) and ``--device`` (cpu, cuda, cuda:N) 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -23,9 +24,10 @@ import torch
 from accum.probes.evaluate import EvalConfig
 from accum.probes.io import read_json, write_json
 from accum.probes.model import ARMS
-from accum.probes.sweep import EVAL_RESULTS, SweepConfig, evaluate_run, run_sweep
-from accum.probes.train import TrainConfig, load_data, train
-from accum.simulations.results import check_output_path
+from accum.probes.sweep import EVAL_RESULTS, SweepConfig, check_analysis, evaluate_run, run_sweep
+from accum.probes.train import WEIGHTS, TrainConfig, load_data, train
+from accum.simulations.params import ParamError
+from accum.simulations.results import ResultError, check_output_path
 
 
 def _add_dataclass_options(parser: argparse.ArgumentParser, cls, skip: tuple[str, ...] = ()) -> None:
@@ -81,55 +83,145 @@ def add_subparser(subparsers) -> argparse.ArgumentParser:
     return probe
 
 
+MAX_THREADS = 256
+ANALYSIS_FLAGS = {"analysis_multiplier": "--analysis-multiplier", "analysis_windows": "--analysis-windows"}
+
+
+def flag(name: str) -> str:
+    """The command-line flag of a config field: ``batch_size`` -> ``--batch-size``."""
+    return "--" + name.replace("_", "-")
+
+
+def flag_message(err: Exception, flags: dict[str, str]) -> str:
+    """``err``'s message with config field names written as the flags that set them.
+
+    A field name with an underscore is replaced wherever it stands as a word; a plain one (arm, seed, steps)
+    only as the message's first word, where the config checks put the name of the field they refuse.
+    """
+    text = str(err)
+    first = re.match(r"\w+", text)
+    if first and first.group() in flags:
+        text = flags[first.group()] + text[first.end():]
+    for name, option in flags.items():
+        if "_" in name:
+            text = re.sub(rf"(?<![\w-]){name}\b", option, text)
+    return text
+
+
+def command_flags(command: str) -> dict[str, str]:
+    """Field name -> flag for the errors of ``accum probe COMMAND`` (eval: its own options only; the
+    training config of ``--run`` is not a flag there)."""
+    evaluation = {f.name: flag(f.name) for f in fields(EvalConfig)}
+    if command == "train":
+        return {f.name: flag(f.name) for f in fields(TrainConfig)}
+    if command == "eval":
+        return {**evaluation, **ANALYSIS_FLAGS}
+    return {**{f.name: flag(f.name) for f in fields(TrainConfig)}, **evaluation, "seed": "--seed",
+            "arms": "--arms", **ANALYSIS_FLAGS}
+
+
+def build(cls, args: argparse.Namespace, flags: dict[str, str], **override):
+    """``cls`` from the parsed options; a refused value is a ``ParamError`` naming its flag."""
+    try:
+        return _from_args(cls, args, **override)
+    except ValueError as err:
+        raise ParamError(flag_message(err, flags)) from None
+
+
 def check_device(device: str) -> str:
     """Validate --device: 'cpu', or 'cuda' / 'cuda:N' with a visible GPU."""
     if device == "cpu":
         return device
     if device == "cuda" or (device.startswith("cuda:") and device[5:].isdigit()):
         if not torch.cuda.is_available():
-            raise ValueError(f"--device {device}: no CUDA device is visible to torch {torch.__version__}")
+            raise ParamError(f"--device {device}: no CUDA device is visible to torch {torch.__version__}")
         return device
-    raise ValueError(f"--device must be cpu, cuda or cuda:N, got {device!r}")
+    raise ParamError(f"--device must be cpu, cuda or cuda:N, got {device!r}")
+
+
+def check_common(args: argparse.Namespace) -> str:
+    """--threads in [1, MAX_THREADS], --device, --data-dir (a writable cache folder); returns the device."""
+    if isinstance(args.threads, bool) or not isinstance(args.threads, int) or not 1 <= args.threads <= MAX_THREADS:
+        raise ParamError(f"--threads must be an integer in [1, {MAX_THREADS}], got {args.threads!r}")
+    if args.data_dir is not None:
+        check_output_path(args.data_dir, "--data-dir", directory=True)
+    return check_device(args.device)
+
+
+def finished_run_config(run_dir: Path) -> TrainConfig:
+    """The training config of the finished ``accum probe train`` in ``run_dir``; ``ParamError`` naming --run."""
+    record = run_dir / "train.json"
+    if not record.is_file():
+        raise ParamError(f"--run {run_dir}: no train.json there; give the folder of an `accum probe train`")
+    try:
+        saved = read_json(record)
+        cfg = TrainConfig.from_dict(saved["config"])
+    except (ValueError, KeyError, TypeError) as err:
+        raise ParamError(f"--run {run_dir}: train.json is not an `accum probe train` record ({err})") from None
+    if not saved.get("finished") or not (run_dir / WEIGHTS).is_file():
+        raise ParamError(f"--run {run_dir}: training is not finished (step {saved.get('step')} of {cfg.steps}); "
+                         "rerun `accum probe train` with the same options to resume it")
+    return cfg
+
+
+def run_train(args: argparse.Namespace, device: str) -> None:
+    cfg = build(TrainConfig, args, command_flags("train"))
+    check_output_path(args.out, "--out", directory=True)
+    res = train(cfg, args.out, cache_dir=args.data_dir, device=device, threads=args.threads,
+                progress=not args.no_progress)
+    print(f"{args.out}: {res['step']} steps, {res['tokens_seen']} tokens, loss {res['final_train_loss']:.4f}")
+
+
+def run_eval(args: argparse.Namespace, device: str) -> None:
+    eval_cfg = build(EvalConfig, args, command_flags("eval"))
+    check_analysis(args.analysis_multiplier, args.analysis_windows)  # a ValueError; run() names the flag
+    train_cfg = finished_run_config(args.run_dir)
+    if args.json is not None:
+        check_output_path(args.json, "--json")
+    data, _ = load_data(train_cfg, args.data_dir)
+    res = evaluate_run(args.run_dir, data, eval_cfg, args.analysis_multiplier, args.analysis_windows, device,
+                       args.threads)
+    write_json(args.json or args.run_dir / EVAL_RESULTS, res)
+    for r in res["lengths"]:
+        print(f"L={r['length']:6d}  ppl {r['ppl']:.3f}")
+
+
+def run_probe_sweep(args: argparse.Namespace, device: str) -> None:
+    flags = command_flags("sweep")
+    train_cfg = build(TrainConfig, args, flags, arm="rope")
+    eval_cfg = build(EvalConfig, args, {**flags, "seed": "--eval-seed"}, seed=args.eval_seed)
+    cfg = SweepConfig(train=train_cfg, eval=eval_cfg, arms=tuple(args.arms),
+                      analysis_multiplier=args.analysis_multiplier, analysis_windows=args.analysis_windows)
+    check_output_path(args.out, "--out", directory=True)
+    res = run_sweep(cfg, args.out, cache_dir=args.data_dir, device=device, threads=args.threads,
+                    progress=not args.no_progress)
+    print(res["table_markdown"], end="")
+
+
+RUNNERS = {"train": run_train, "eval": run_eval, "sweep": run_probe_sweep}
 
 
 def run(args: argparse.Namespace) -> int:
-    """Execute a parsed ``probe`` command; 0 on success, 2 on bad input (message on stderr)."""
+    """Execute a parsed ``probe`` command: 0 on success; 2 on bad input, 1 if the run itself failed
+    (one line on stderr, ``accum probe COMMAND: error: ...``, naming the flag where there is one)."""
+    command = args.probe_command
     try:
-        if not isinstance(args.threads, int) or args.threads < 1:
-            raise ValueError(f"--threads must be an integer >= 1, got {args.threads!r}")
-        device = check_device(args.device)
-        if args.probe_command == "eval":
-            if not (args.run_dir / "train.json").is_file():
-                raise ValueError(f"--run {args.run_dir}: no train.json there; give the folder of an `accum probe train`")
-            if args.json:
-                check_output_path(args.json, "--json")
-        else:
-            check_output_path(args.out, "--out", directory=True)
+        device = check_common(args)
         torch.set_num_threads(args.threads)
-        progress = not args.no_progress
-        if args.probe_command == "train":
-            res = train(_from_args(TrainConfig, args), args.out, cache_dir=args.data_dir, device=device,
-                        threads=args.threads, progress=progress)
-            print(f"{args.out}: {res['step']} steps, {res['tokens_seen']} tokens, loss {res['final_train_loss']:.4f}")
-        elif args.probe_command == "eval":
-            tcfg = TrainConfig.from_dict(read_json(args.run_dir / "train.json")["config"])
-            data, _ = load_data(tcfg, args.data_dir)
-            res = evaluate_run(args.run_dir, data, _from_args(EvalConfig, args), args.analysis_multiplier,
-                               args.analysis_windows, device, args.threads)
-            write_json(args.json or args.run_dir / EVAL_RESULTS, res)
-            for r in res["lengths"]:
-                print(f"L={r['length']:6d}  ppl {r['ppl']:.3f}")
-        else:
-            cfg = SweepConfig(train=_from_args(TrainConfig, args, arm="rope"),
-                              eval=_from_args(EvalConfig, args, seed=args.eval_seed), arms=tuple(args.arms),
-                              analysis_multiplier=args.analysis_multiplier, analysis_windows=args.analysis_windows)
-            res = run_sweep(cfg, args.out, cache_dir=args.data_dir, device=device, threads=args.threads,
-                            progress=progress)
-            print(res["table_markdown"], end="")
-    except (ValueError, RuntimeError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        RUNNERS[command](args, device)
+    except (ParamError, ResultError) as err:  # already phrased with flags
+        return report(command, str(err), 2)
+    except ValueError as err:  # a check below the command line, phrased with field names
+        return report(command, flag_message(err, command_flags(command)), 2)
+    except (RuntimeError, OSError) as err:
+        return report(command, str(err), 1)
     return 0
+
+
+def report(command: str, message: str, status: int) -> int:
+    """Print ``accum probe COMMAND: error: MESSAGE`` on stderr; return ``status``."""
+    print(f"accum probe {command}: error: {message}", file=sys.stderr)
+    return status
 
 
 def main(argv: list[str] | None = None) -> int:

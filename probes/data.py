@@ -252,12 +252,18 @@ def sample_batch(ids: torch.Tensor, batch: int, length: int, generator: torch.Ge
     return win[:, :-1], win[:, 1:]
 
 
+def window_count(length: int, n_tokens: int) -> int:
+    """Windows of ``length`` tokens that ``eval_windows`` cuts from ~``n_tokens`` targets: max(1, n_tokens // length);
+    they need ``window_count * length + 1`` ids (inputs plus the last target)."""
+    return max(1, n_tokens // length)
+
+
 def eval_windows(ids: torch.Tensor, length: int, n_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Consecutive non-overlapping windows covering the first ~n_tokens targets of ``ids``.
 
-    Returns x, y of shape (n_tokens // length (>= 1), length).  The same tokens are used at every length.
+    Returns x, y of shape (window_count(length, n_tokens), length).  The same tokens are used at every length.
     """
-    n_win = max(1, n_tokens // length)
+    n_win = window_count(length, n_tokens)
     if ids.numel() < n_win * length + 1:
         raise ValueError(f"validation split has {ids.numel()} ids, need {n_win * length + 1} for "
                          f"{n_win} windows of length {length}")

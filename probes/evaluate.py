@@ -21,6 +21,7 @@ from accum.probes.data import eval_windows
 from accum.probes.model import ProbeModel, check_int, chunked_logits
 
 DEFAULT_MULTIPLIERS = (1, 2, 4, 8, 16, 32, 64)
+MAX_MULTIPLIER = 2**16
 
 
 @dataclass(frozen=True)
@@ -36,13 +37,14 @@ class EvalConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not self.multipliers or any(not isinstance(m, int) or isinstance(m, bool) or m < 1
-                                       for m in self.multipliers):
-            raise ValueError(f"multipliers must be a non-empty list of integers >= 1, got {self.multipliers!r}")
-        check_int("n_tokens", self.n_tokens, 1)
-        check_int("chunk", self.chunk, 1)
-        check_int("tokens_per_batch", self.tokens_per_batch, 1)
-        check_int("seed", self.seed, 0)
+        ok = all(isinstance(m, int) and not isinstance(m, bool) and 1 <= m <= MAX_MULTIPLIER for m in self.multipliers)
+        if not self.multipliers or not ok or len(set(self.multipliers)) < len(self.multipliers):
+            raise ValueError(f"multipliers must be a non-empty list of distinct integers in [1, {MAX_MULTIPLIER}], "
+                             f"got {list(self.multipliers)!r}")
+        check_int("n_tokens", self.n_tokens, 1, 2**40)
+        check_int("chunk", self.chunk, 1, 2**20)
+        check_int("tokens_per_batch", self.tokens_per_batch, 1, 2**40)
+        check_int("seed", self.seed, 0, 2**63 - 2)  # seed + 1 seeds the analysis (torch takes < 2^64)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "multipliers": list(self.multipliers)}

@@ -39,6 +39,7 @@ ANGLE_ARMS = ("rope", "random", "learned", "learned_qkv")
 
 
 def check_int(name: str, value: object, low: int, high: int | None = None) -> None:
+    """Raise ``ValueError`` naming ``name`` unless ``value`` is an int (not a bool) in [low, high]."""
     ok = isinstance(value, int) and not isinstance(value, bool) and value >= low and (high is None or value <= high)
     if not ok:
         allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
@@ -66,13 +67,13 @@ class ModelConfig:
     def __post_init__(self) -> None:
         if self.arm not in ARMS:
             raise ValueError(f"arm must be one of {', '.join(ARMS)}, got {self.arm!r}")
-        check_int("vocab_size", self.vocab_size, 2)
-        check_int("d_model", self.d_model, 2)
+        check_int("vocab_size", self.vocab_size, 2, 2**20)
+        check_int("d_model", self.d_model, 2, 2**16)
         check_int("n_heads", self.n_heads, 1, self.d_model)
-        check_int("n_layers", self.n_layers, 1)
-        check_int("mlp_ratio", self.mlp_ratio, 1)
-        check_int("path_rank", self.path_rank, 1)
-        check_int("path_block", self.path_block, 1)
+        check_int("n_layers", self.n_layers, 1, 1024)
+        check_int("mlp_ratio", self.mlp_ratio, 1, 64)
+        check_int("path_rank", self.path_rank, 1, 2**16)
+        check_int("path_block", self.path_block, 1, 2**16)
         if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
             raise ValueError(
                 f"d_model / n_heads must be an even integer (SO(2) planes), got d_model={self.d_model}, "

@@ -22,11 +22,11 @@ from pathlib import Path
 import torch
 
 from accum.probes.analysis import analyse
-from accum.probes.data import CharData, eval_windows
-from accum.probes.evaluate import EvalConfig, evaluate_lengths
+from accum.probes.data import CharData, eval_windows, window_count
+from accum.probes.evaluate import MAX_MULTIPLIER, EvalConfig, evaluate_lengths
 from accum.probes.io import provenance, read_json, write_atomic, write_json
 from accum.probes.model import ARMS, check_int
-from accum.probes.train import RESULTS, TrainConfig, load_data, load_trained, train
+from accum.probes.train import RESULTS, TrainConfig, check_train_split, load_data, load_trained, train
 
 EVAL_RESULTS = "eval.json"
 
@@ -44,14 +44,45 @@ class SweepConfig:
 
     def __post_init__(self) -> None:
         bad = [a for a in self.arms if a not in ARMS]
-        if not self.arms or bad:
-            raise ValueError(f"arms must be a non-empty subset of {', '.join(ARMS)}, got {list(self.arms)!r}")
-        check_int("analysis_multiplier", self.analysis_multiplier, 2)
-        check_int("analysis_windows", self.analysis_windows, 1)
+        if not self.arms or bad or len(set(self.arms)) < len(self.arms):
+            raise ValueError(f"arms must be a non-empty list of distinct arms from {', '.join(ARMS)}, "
+                             f"got {list(self.arms)!r}")
+        check_analysis(self.analysis_multiplier, self.analysis_windows)
 
     def to_dict(self) -> dict:
         return {"train": self.train.to_dict(), "eval": self.eval.to_dict(), "arms": list(self.arms),
                 "analysis_multiplier": self.analysis_multiplier, "analysis_windows": self.analysis_windows}
+
+
+def check_analysis(multiplier: int, windows: int) -> None:
+    """The attention analysis runs ``windows`` validation windows of ``multiplier`` * seq_len tokens:
+    multiplier in [2, MAX_MULTIPLIER] (far tokens need a context beyond L_train), windows in [1, 2^16]."""
+    check_int("analysis_multiplier", multiplier, 2, MAX_MULTIPLIER)
+    check_int("analysis_windows", windows, 1, 2**16)
+
+
+def check_split_sizes(data: CharData, seq_len: int, eval_cfg: EvalConfig, analysis_multiplier: int,
+                      analysis_windows: int) -> None:
+    """Refuse, before any training, lengths the data cannot hold; the ``ValueError`` names the parameters.
+
+    Training windows need seq_len + 1 training ids; evaluating m * seq_len needs
+    window_count(m * seq_len, n_tokens) * m * seq_len + 1 validation ids for every multiplier m, and the
+    analysis analysis_windows * analysis_multiplier * seq_len + 1.
+    """
+    check_train_split(data, seq_len)
+    have = data.val.numel()
+    for m in sorted(eval_cfg.multipliers, reverse=True):
+        length = m * seq_len
+        need = window_count(length, eval_cfg.n_tokens) * length + 1
+        if need > have:
+            raise ValueError(f"multipliers: {m} x seq_len {seq_len} = {length} tokens (n_tokens {eval_cfg.n_tokens}) "
+                             f"needs {need} validation tokens; the validation split has {have} "
+                             "(use smaller multipliers or n_tokens, or a larger val_fraction)")
+    need = analysis_windows * analysis_multiplier * seq_len + 1
+    if need > have:
+        raise ValueError(f"analysis_windows {analysis_windows} x analysis_multiplier {analysis_multiplier} x "
+                         f"seq_len {seq_len} needs {need} validation tokens; the validation split has {have} "
+                         "(use fewer analysis_windows, or a larger val_fraction)")
 
 
 def _finished(path: Path, key: str, expected: dict) -> dict | None:
@@ -66,6 +97,7 @@ def evaluate_run(run_dir: Path, data: CharData, eval_cfg: EvalConfig, analysis_m
     """Perplexity per length and the attention analysis of the finished run in ``run_dir``."""
     torch.set_num_threads(threads)
     model, tcfg = load_trained(run_dir, data.vocab_size, device)
+    check_split_sizes(data, tcfg.seq_len, eval_cfg, analysis_multiplier, analysis_windows)
     t0 = time.perf_counter()
     lengths = evaluate_lengths(model, data.val, tcfg.seq_len, eval_cfg, device)
     x, _ = eval_windows(data.val, analysis_multiplier * tcfg.seq_len, analysis_windows * analysis_multiplier * tcfg.seq_len)
@@ -126,6 +158,7 @@ def run_sweep(cfg: SweepConfig, out_dir: Path, *, cache_dir: Path | None = None,
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
     data, data_meta = load_data(cfg.train, cache_dir)
+    check_split_sizes(data, cfg.train.seq_len, cfg.eval, cfg.analysis_multiplier, cfg.analysis_windows)
     arms: dict = {}
     for arm in cfg.arms:
         arms[arm] = _sweep_arm(cfg, arm, out_dir / arm, data, data_meta, device, threads, progress)

@@ -21,7 +21,7 @@ from safetensors.torch import load_file as safetensors_load
 from safetensors.torch import save as safetensors_save
 from tqdm import tqdm
 
-from accum.probes.data import CharData, char_data, load_corpus, sample_batch
+from accum.probes.data import SOURCES, CharData, char_data, load_corpus, sample_batch
 from accum.probes.io import provenance, read_json, write_atomic, write_json
 from accum.probes.model import ARMS, ModelConfig, ProbeModel, check_int
 
@@ -63,9 +63,14 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.arm not in ARMS:
             raise ValueError(f"arm must be one of {', '.join(ARMS)}, got {self.arm!r}")
-        for name, low in (("seq_len", 2), ("batch_size", 1), ("steps", 1), ("warmup", 0), ("seed", 0),
-                          ("checkpoint_every", 1), ("log_every", 1)):
-            check_int(name, getattr(self, name), low)
+        for name, low, high in (("seq_len", 2, 2**16), ("batch_size", 1, 2**16), ("steps", 1, 10**8),
+                                ("warmup", 0, 10**8), ("seed", 0, 2**63 - 1), ("checkpoint_every", 1, 10**8),
+                                ("log_every", 1, 10**8)):
+            check_int(name, getattr(self, name), low, high)
+        if self.data_source not in SOURCES:
+            raise ValueError(f"data_source must be one of {', '.join(SOURCES)}, got {self.data_source!r}")
+        if not (isinstance(self.val_fraction, float) and 0.0 < self.val_fraction < 1.0):
+            raise ValueError(f"val_fraction must be a number in (0, 1), got {self.val_fraction!r}")
         for name, low, high in (("lr", 0.0, 1.0), ("min_lr_ratio", 0.0, 1.0), ("weight_decay", 0.0, 10.0),
                                 ("grad_clip", 0.0, 1e6)):
             v = getattr(self, name)
@@ -102,6 +107,13 @@ def seeded_generators(seed: int, n: int = 3) -> list[torch.Generator]:
     """Independent torch Generators from ``SeedSequence(seed).spawn(n)``."""
     seqs = np.random.SeedSequence(seed).spawn(n)
     return [torch.Generator().manual_seed(int(s.generate_state(1, dtype=np.uint64)[0] >> 1)) for s in seqs]
+
+
+def check_train_split(data: CharData, seq_len: int) -> None:
+    """Training windows need seq_len + 1 consecutive training ids; ``ValueError`` naming seq_len otherwise."""
+    if data.train.numel() < seq_len + 1:
+        raise ValueError(f"seq_len {seq_len} needs {seq_len + 1} training tokens; the training split has "
+                         f"{data.train.numel()}")
 
 
 def build_model(cfg: TrainConfig, vocab_size: int) -> ProbeModel:
@@ -155,6 +167,7 @@ def train(cfg: TrainConfig, out_dir: Path, *, data: CharData | None = None, data
     out_dir = Path(out_dir)
     if data is None:
         data, data_meta = load_data(cfg, cache_dir)
+    check_train_split(data, cfg.seq_len)
     model = build_model(cfg, data.vocab_size).to(device)
     opt = make_optimizer(model, cfg)
     gens = seeded_generators(cfg.seed)

@@ -1,0 +1,163 @@
+"""`accum probe`: every bad command line is one line naming its flag, exit 2, before any data, training or file."""
+
+import pytest
+import torch
+
+from accum.cli import main
+from accum.probes import cli as probe_cli
+from accum.probes import sweep as probe_sweep
+from accum.probes.data import char_data, eval_windows, window_count
+from accum.probes.evaluate import EvalConfig
+from accum.probes.train import TrainConfig, train
+
+torch.set_num_threads(1)
+
+TEXT = "It was the best of times, it was the worst of times, it was the age of wisdom.\n" * 120
+DATA = char_data(TEXT, 0.2)
+TINY = ["--seq-len", "16", "--batch-size", "4", "--d-model", "16", "--n-heads", "2", "--n-layers", "1",
+        "--steps", "2", "--data-source", "stdlib", "--threads", "1", "--no-progress"]
+
+# argv (after `accum probe`) and fragments of the one error line; {tmp} is the test's folder.
+REFUSED = {
+    "train seq-len too short": (["train", "--out", "{tmp}/r", "--seq-len", "1"], ["--seq-len", "[2, 65536]", "got 1"]),
+    "train batch too large": (["train", "--out", "{tmp}/r", "--batch-size", "65537"], ["--batch-size", "65537"]),
+    "train steps zero": (["train", "--out", "{tmp}/r", "--steps", "0"], ["--steps", "got 0"]),
+    "train negative seed": (["train", "--out", "{tmp}/r", "--seed", "-1"], ["--seed", "got -1"]),
+    "train unknown data source": (["train", "--out", "{tmp}/r", "--data-source", "web"], ["--data-source", "'web'"]),
+    "train val fraction 1": (["train", "--out", "{tmp}/r", "--val-fraction", "1.0"], ["--val-fraction", "(0, 1)"]),
+    "train odd head size": (["train", "--out", "{tmp}/r", "--d-model", "30", "--n-heads", "2"],
+                            ["--d-model / --n-heads", "even"]),
+    "train too many layers": (["train", "--out", "{tmp}/r", "--n-layers", "1025"], ["--n-layers", "[1, 1024]"]),
+    "train unknown arm": (["train", "--out", "{tmp}/r", "--arm", "bogus"], ["--arm must be one of"]),
+    "train threads zero": (["train", "--out", "{tmp}/r", "--threads", "0"], ["--threads", "[1, 256]"]),
+    "train threads too many": (["train", "--out", "{tmp}/r", "--threads", "257"], ["--threads", "257"]),
+    "train bad device": (["train", "--out", "{tmp}/r", "--device", "tpu"], ["--device", "'tpu'"]),
+    "train out is a file": (["train", "--out", "{tmp}/afile"], ["--out {tmp}/afile", "not a directory"]),
+    "train data-dir is a file": (["train", "--out", "{tmp}/r", "--data-dir", "{tmp}/afile"], ["--data-dir {tmp}/afile"]),
+    "eval analysis multiplier 1": (["eval", "--run", "{tmp}/run", "--analysis-multiplier", "1"],
+                                   ["--analysis-multiplier", "[2, 65536]", "got 1"]),
+    "eval analysis windows 0": (["eval", "--run", "{tmp}/run", "--analysis-windows", "0"],
+                                ["--analysis-windows", "got 0"]),
+    "eval repeated multiplier": (["eval", "--run", "{tmp}/run", "--multipliers", "1", "2", "2"],
+                                 ["--multipliers", "distinct", "[1, 2, 2]"]),
+    "eval multiplier too large": (["eval", "--run", "{tmp}/run", "--multipliers", "65537"], ["--multipliers", "65537"]),
+    "eval n-tokens zero": (["eval", "--run", "{tmp}/run", "--n-tokens", "0"], ["--n-tokens", "got 0"]),
+    "eval chunk too large": (["eval", "--run", "{tmp}/run", "--chunk", str(2**20 + 1)], ["--chunk"]),
+    "eval seed too large": (["eval", "--run", "{tmp}/run", "--seed", str(2**63 - 1)], ["--seed", str(2**63 - 1)]),
+    "eval no run": (["eval", "--run", "{tmp}/nowhere"], ["--run {tmp}/nowhere", "no train.json"]),
+    "eval json is a directory": (["eval", "--run", "{tmp}/run", "--json", "{tmp}"], ["--json {tmp}"]),
+    "sweep repeated arm": (["sweep", "--out", "{tmp}/s", "--arms", "nope", "rope", "nope"],
+                           ["--arms", "distinct", "['nope', 'rope', 'nope']"]),
+    "sweep unknown arm": (["sweep", "--out", "{tmp}/s", "--arms", "nope", "spiral"], ["--arms", "'spiral'"]),
+    "sweep negative eval seed": (["sweep", "--out", "{tmp}/s", "--eval-seed", "-1"], ["--eval-seed", "got -1"]),
+    "sweep negative train seed": (["sweep", "--out", "{tmp}/s", "--seed", "-1"], ["--seed must", "got -1"]),
+    "sweep analysis multiplier 1": (["sweep", "--out", "{tmp}/s", "--analysis-multiplier", "1"],
+                                    ["--analysis-multiplier"]),
+    "sweep tokens per batch zero": (["sweep", "--out", "{tmp}/s", "--tokens-per-batch", "0"], ["--tokens-per-batch"]),
+    "sweep out below a file": (["sweep", "--out", "{tmp}/afile/s"], ["--out {tmp}/afile/s", "not a directory"]),
+}
+
+
+@pytest.fixture()
+def no_work(monkeypatch):
+    """Any data loading or training fails the test: the refusals must come before them."""
+    def forbidden(*args, **kwargs):
+        raise AssertionError("data was loaded or a model trained")
+    for target in ("accum.probes.cli.train", "accum.probes.cli.load_data", "accum.probes.cli.run_sweep",
+                   "accum.probes.cli.evaluate_run"):
+        monkeypatch.setattr(target, forbidden)
+
+
+def refusal(argv: list[str], capsys) -> tuple[int, str]:
+    status = main(["probe", *argv])
+    return status, capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """A finished 2-step run (for the eval cases that must get past --run)."""
+    run = tmp_path_factory.mktemp("probe") / "run"
+    train(TrainConfig(arm="nope", steps=2, seq_len=16, batch_size=4, d_model=16, n_heads=2, n_layers=1,
+                      data_source="stdlib"), run, data=DATA, progress=False, threads=1)
+    return run
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_bad_command_line_is_one_line_naming_the_flag(case, tmp_path, finished_run, no_work, capsys):
+    argv, fragments = REFUSED[case]
+    (tmp_path / "afile").write_text("keep")
+    (tmp_path / "run").symlink_to(finished_run, target_is_directory=True)
+    before = sorted(tmp_path.rglob("*"))
+    status, err = refusal([a.format(tmp=tmp_path) for a in argv], capsys)
+    command = argv[0]
+    assert status == 2, err
+    assert err.startswith(f"accum probe {command}: error: ") and err.count("\n") == 1, err
+    assert all(f.format(tmp=tmp_path) in err for f in fragments), err
+    assert sorted(tmp_path.rglob("*")) == before and (tmp_path / "afile").read_text() == "keep"
+
+
+def test_flag_message_replaces_field_names_but_not_words():
+    flags = probe_cli.command_flags("sweep")
+    assert probe_cli.flag_message(ValueError("seed must be >= 0; seeds the random arm"), flags) == \
+        "--seed must be >= 0; seeds the random arm"
+    assert probe_cli.flag_message(ValueError("arm x; d_model / n_heads, val_fraction."), flags) == \
+        "--arm x; --d-model / --n-heads, --val-fraction."
+    assert probe_cli.flag_message(ValueError("n_tokens_total stays"), flags) == "n_tokens_total stays"
+    assert probe_cli.command_flags("eval")["seed"] == "--seed" and "seq_len" not in probe_cli.command_flags("eval")
+
+
+def test_window_count_is_what_eval_windows_needs():
+    for length, n_tokens in ((16, 64), (16, 70), (48, 16), (7, 7)):
+        need = window_count(length, n_tokens) * length + 1
+        x, _ = eval_windows(torch.arange(need), length, n_tokens)
+        assert x.numel() == need - 1
+        with pytest.raises(ValueError, match="validation split"):
+            eval_windows(torch.arange(need - 1), length, n_tokens)
+
+
+def test_split_sizes_are_checked_at_the_boundary():
+    n_val, n_train = DATA.val.numel(), DATA.train.numel()
+    fits = EvalConfig(multipliers=(1, n_val // 16 - 1), n_tokens=16)
+    probe_sweep.check_split_sizes(DATA, 16, fits, 2, 1)
+    largest = (n_val - 1) // 16                    # largest m with m * 16 + 1 <= n_val
+    probe_sweep.check_split_sizes(DATA, 16, EvalConfig(multipliers=(largest,), n_tokens=16), 2, 1)
+    with pytest.raises(ValueError, match=f"multipliers: {largest + 1} x seq_len 16"):
+        probe_sweep.check_split_sizes(DATA, 16, EvalConfig(multipliers=(1, largest + 1), n_tokens=16), 2, 1)
+    windows = (n_val - 1) // 32                    # analysis: windows * 2 * 16 + 1 <= n_val
+    probe_sweep.check_split_sizes(DATA, 16, fits, 2, windows)
+    with pytest.raises(ValueError, match="analysis_windows"):
+        probe_sweep.check_split_sizes(DATA, 16, fits, 2, windows + 1)
+    with pytest.raises(ValueError, match=f"seq_len {n_train} needs {n_train + 1} training tokens"):
+        probe_sweep.check_split_sizes(DATA, n_train, fits, 2, 1)
+
+
+def test_sweep_that_cannot_evaluate_is_refused_before_training(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("accum.probes.sweep.load_data", lambda cfg, cache: (DATA, {"source": "test"}))
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("an arm was trained")
+    monkeypatch.setattr("accum.probes.sweep.train", forbidden)
+    too_long = str(DATA.val.numel() // 16 + 1)
+    status, err = refusal(["sweep", "--out", str(tmp_path / "s"), *TINY, "--multipliers", "1", too_long], capsys)
+    assert status == 2 and err.startswith("accum probe sweep: error: --multipliers: ") and "--val-fraction" in err, err
+    assert not (tmp_path / "s").exists()
+
+
+def test_eval_refuses_an_unfinished_run(tmp_path, capsys):
+    cfg = TrainConfig(arm="nope", steps=4, seq_len=16, batch_size=4, d_model=16, n_heads=2, n_layers=1,
+                      data_source="stdlib")
+    train(cfg, tmp_path / "run", data=DATA, progress=False, threads=1, stop_after=2)
+    status, err = refusal(["eval", "--run", str(tmp_path / "run")], capsys)
+    assert status == 2 and "training is not finished (step 2 of 4)" in err, err
+    (tmp_path / "run" / "train.json").write_text("{not json")
+    status, err = refusal(["eval", "--run", str(tmp_path / "run")], capsys)
+    assert status == 2 and "train.json is not an `accum probe train` record" in err, err
+
+
+def test_eval_on_too_short_a_split_names_the_flags(tmp_path, finished_run, monkeypatch, capsys):
+    monkeypatch.setattr("accum.probes.cli.load_data", lambda cfg, cache: (DATA, {"source": "test"}))
+    too_long = str(DATA.val.numel() // 16 + 1)
+    status, err = refusal(["eval", "--run", str(finished_run), "--multipliers", too_long, "--threads", "1",
+                           "--json", str(tmp_path / "e.json")], capsys)
+    assert status == 2 and "--multipliers: " in err and "seq_len 16" in err and "--n-tokens" in err, err
+    assert not (tmp_path / "e.json").exists()
