@@ -5,15 +5,21 @@ import torch
 
 from accum.probes import transforms as tf
 from accum.probes.model import ARMS, Attention, ModelConfig, ProbeModel, chunked_logits, empty_state
+from accum.simulations import reference
+from accum.simulations.steps import HouseholderSteps
 
 torch.set_num_threads(1)
 
 VOCAB = 13
+# (d_model, n_heads, path_rank, path_block): powers of two, and head size 12 / rank 3 / block 5, which do not
+# divide the test lengths (17, 19, 23) or each other.
+SHAPES = [(32, 2, 4, 4), (36, 3, 3, 5)]
 
 
-def tiny_model(arm: str, dtype=torch.float64, path_block: int = 4) -> ProbeModel:
-    """d_model 32, 2 heads, 2 layers; angle gains and PaTH beta perturbed away from their init."""
-    cfg = ModelConfig(arm=arm, vocab_size=VOCAB, d_model=32, n_heads=2, n_layers=2, path_rank=4,
+def tiny_model(arm: str, dtype=torch.float64, shape: tuple[int, int, int, int] = SHAPES[0]) -> ProbeModel:
+    """2 layers of the given shape; angle gains and PaTH beta perturbed away from their init."""
+    d_model, n_heads, path_rank, path_block = shape
+    cfg = ModelConfig(arm=arm, vocab_size=VOCAB, d_model=d_model, n_heads=n_heads, n_layers=2, path_rank=path_rank,
                       path_block=path_block)
     gen = torch.Generator().manual_seed(7)
     model = ProbeModel(cfg, gen).to(dtype)
@@ -32,9 +38,10 @@ def logits_by_chunks(model, idx, chunk, uniforms):
     return torch.cat([lg for _, lg in chunked_logits(model, idx, chunk, uniforms)], dim=1)
 
 
+@pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("arm", ARMS)
-def test_cached_one_token_decoding_equals_parallel_pass(arm):
-    model = tiny_model(arm)
+def test_cached_one_token_decoding_equals_parallel_pass(arm, shape):
+    model = tiny_model(arm, shape=shape)
     idx = tokens(2, 19)
     u = model.draw_uniforms(2, 19, torch.Generator().manual_seed(0))
     with torch.no_grad():
@@ -43,18 +50,20 @@ def test_cached_one_token_decoding_equals_parallel_pass(arm):
     assert torch.allclose(decoded, parallel, rtol=0, atol=1e-10)
 
 
+@pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("arm", ARMS)
-def test_cached_decoding_fp32(arm):
-    model = tiny_model(arm, torch.float32)
+def test_cached_decoding_fp32(arm, shape):
+    model = tiny_model(arm, torch.float32, shape=shape)
     idx = tokens(2, 17)
     u = model.draw_uniforms(2, 17, torch.Generator().manual_seed(0))
     with torch.no_grad():
         assert torch.allclose(logits_by_chunks(model, idx, 1, u), model(idx, None, u).logits, rtol=0, atol=2e-5)
 
 
+@pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("arm", ARMS)
-def test_chunked_pass_equals_full_attention(arm):
-    model = tiny_model(arm)
+def test_chunked_pass_equals_full_attention(arm, shape):
+    model = tiny_model(arm, shape=shape)
     idx = tokens(3, 23)
     u = model.draw_uniforms(3, 23, torch.Generator().manual_seed(1))
     with torch.no_grad():
@@ -63,9 +72,10 @@ def test_chunked_pass_equals_full_attention(arm):
             assert torch.allclose(logits_by_chunks(model, idx, chunk, u), full, rtol=0, atol=1e-10)
 
 
+@pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("arm", ARMS)
-def test_no_future_token_leakage(arm):
-    model = tiny_model(arm)
+def test_no_future_token_leakage(arm, shape):
+    model = tiny_model(arm, shape=shape)
     idx = tokens(2, 16)
     u = model.draw_uniforms(2, 16, torch.Generator().manual_seed(2))
     changed = idx.clone()
@@ -133,12 +143,8 @@ def test_path_scores_match_fp64_loop(t, d, block):
 
 
 def test_path_scores_match_simulations_reference():
-    steps = pytest.importorskip("accum.simulations.steps")
-    reference = pytest.importorskip("accum.simulations.reference")
-    if not hasattr(steps, "HouseholderSteps") or not hasattr(reference, "scores"):
-        pytest.skip("simulations has no HouseholderSteps / reference.scores")
     q, k, w, beta = random_path_inputs(7, 5, seed=11)
-    mats = steps.HouseholderSteps(w[None].numpy(), beta[None].numpy()).dense()
+    mats = HouseholderSteps(w[None].numpy(), beta[None].numpy()).dense()
     ref = torch.from_numpy(reference.scores(mats, q[None].numpy(), k[None].numpy())[0])
     got, _ = blocked_path_scores(q, k, w, beta, 3)
     mask = ~torch.isnan(ref)

@@ -1,10 +1,13 @@
 """The command-line contract: accum families / measure / bench, and bad input refused up front by every command."""
 
 import json
+import math
+from dataclasses import replace
 
 import pytest
 
 from accum.cli import main
+from accum.simulations.measure import QUANTITIES
 from accum.simulations.results import read_record
 
 
@@ -23,13 +26,17 @@ def test_measure_writes_a_complete_record(tmp_path, capsys):
     assert rc == 0
     rec = read_record(path)
     assert rec["seed"] == 3 and rec["config"]["params"]["beta"] == 1.0 and rec["config"]["options"]["steps"] == 8
-    assert len(rec["result"]["mean"]) == 9 and rec["result"]["n"] == 50 and rec["timings"]["seconds"] > 0
+    assert len(rec["result"]["mean"]) == 9 and rec["result"]["n"] == 50
+    assert math.isfinite(rec["timings"]["seconds"]) and rec["timings"]["seconds"] >= 0
     assert json.loads(capsys.readouterr().out)["quantity"] == "coherence"
 
 
 def test_measure_user_family_by_import_path(capsys):
     assert main(["measure", "coherence", "--family", "accum.simulations.examples:SignedPermutation",
                  "--param", "dim=5", "--opt", "steps=3", "--opt", "samples=20"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["family"] == "accum.simulations.examples:SignedPermutation" and out["n"] == 20
+    assert len(out["mean"]) == 4 and out["mean"][0] == pytest.approx(1.0)     # c(0) = E[q^T k] = 1 for unit q = k
 
 
 def test_measure_bad_input_exits_2_naming_the_parameter(tmp_path, capsys):
@@ -91,8 +98,15 @@ def test_bench_ratio_verdicts_and_bad_repeats(capsys):
     (["measure", "near-weight", "--family", "rope", "--opt", "n_max=20", "--opt", "points=50"], "points"),
     (["bench", "--repeats", "1000"], "--repeats"),
 ])
-def test_bad_command_lines_exit_2_before_any_work(argv, named, tmp_path, capsys):
+def test_bad_command_lines_exit_2_before_any_work(argv, named, tmp_path, capsys, monkeypatch):
     """Each refusal happens before the (seconds-long) computation and names the option."""
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the computation ran before the command line was refused")
+    for target in ("accum.verify.run_report", "accum.theory.cli.check", "accum.simulations.bench.run_benchmarks",
+                   "accum.figures.make.ensure"):
+        monkeypatch.setattr(target, forbidden)
+    for name, quantity in QUANTITIES.items():                         # measure validates, then runs the quantity
+        monkeypatch.setitem(QUANTITIES, name, replace(quantity, run=forbidden))
     (tmp_path / "afile").write_text("")
     argv = [a.format(file=tmp_path / "afile", dir=tmp_path) for a in argv]
     assert main(argv) == 2

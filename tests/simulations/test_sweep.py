@@ -40,21 +40,26 @@ sigma = [0.3, 0.6]
 N_JOBS = (2 * 2 + 2) * 2
 
 TEST_FAMILIES = '''
-"""Families for the sweep tests: a slow one (to kill a sweep mid-way) and one that checks thread variables."""
+"""Families for the sweep tests: one that stalls (to kill a sweep mid-way) and one that checks thread variables."""
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from accum.simulations.steps import AngleSteps
 from accum.simulations.sweep import THREAD_VARIABLES
 
 
 @dataclass(frozen=True)
-class Slow:
+class Stall:
+    """Waits forever once STALL_AFTER result files are in STALL_DIR (both environment variables, when set)."""
     dim: int = 2
 
     def sample(self, rng, n_steps, batch):
-        time.sleep(0.05)
+        if "STALL_DIR" in os.environ:
+            limit = int(os.environ["STALL_AFTER"])
+            while len([p for p in Path(os.environ["STALL_DIR"]).glob("*.json") if p.name != "index.json"]) >= limit:
+                time.sleep(0.01)
         return AngleSteps(rng.normal(0.0, 0.5, (batch, n_steps, self.dim // 2)))
 
 
@@ -185,20 +190,22 @@ def test_interrupted_sweep_keeps_finished_jobs_and_restart_redoes_none(tmp_path,
 
 
 def test_killed_sweep_leaves_only_complete_files_and_restart_finishes_it(tmp_path, monkeypatch, family_dir):
-    slow = '[[family]]\nname = "sweep_test_families:Slow"\ndim = [2, 4]\n'
+    stall = '[[family]]\nname = "sweep_test_families:Stall"\ndim = [2, 4]\n'
     head = HEAD.replace("seeds = 2", "seeds = 8")
-    path = write_grid(tmp_path, grid_text(slow, options="steps = 3\nsamples = 2", head=head))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(family_dir), os.environ.get("PYTHONPATH")]))}
+    path = write_grid(tmp_path, grid_text(stall, options="steps = 3\nsamples = 2", head=head))
+    output = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(family_dir), os.environ.get("PYTHONPATH")])),
+           "STALL_DIR": str(output), "STALL_AFTER": "3"}                # the 4th job waits until it is killed
     code = "import sys; from accum.simulations.sweep import load_grid, run_sweep; run_sweep(load_grid(sys.argv[1]))"
     proc = subprocess.Popen([sys.executable, "-c", code, str(path)], env=env)
-    output = tmp_path / "out"
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 300                                    # a guard against a hang, not a timing
     while len(result_files(output)) < 3 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
+    running = proc.poll() is None
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     survivors = result_files(output)
-    assert 3 <= len(survivors) < 16, "the sweep should have been killed part-way"
+    assert running and len(survivors) == 3, "the sweep should have been killed while its 4th job waited"
     for p in survivors:                                                # atomic writes: no partial file is visible
         sweep.read_job_record(p, p.stem)
     stamps = {p: p.stat().st_mtime_ns for p in survivors}
