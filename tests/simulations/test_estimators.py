@@ -11,6 +11,8 @@ from accum.simulations import estimators as est
 from accum.simulations.families import make_family
 from accum.simulations.params import ParamError
 from accum.simulations.stats import within_budget
+from accum.simulations.steps import AngleSteps, DenseSteps
+from accum.theory import predict
 
 BUDGET = 1e-5
 
@@ -45,10 +47,14 @@ def test_gaussian_so2_coherence_onset_and_window():
         assert ok, (t_len, z)
 
 
-def test_rope_window_grows_with_context():
+@pytest.mark.parametrize("t_len", [32, 256, 2048])
+def test_rope_window_is_deterministic_and_equals_theory(t_len):
+    # RoPE steps are position-indexed, not random: every sample is the same path, so the unbiased c^2 is
+    # exact, the jackknife error is 0 and W(T) is the closed form (which grows with T).
     fam = make_family("rope", dim=16)
-    widths = [est.window(fam, t, 4, np.random.default_rng(0)).mean for t in (32, 256, 2048)]
-    assert widths[0] < widths[1] < widths[2] and widths[2] > 5 * widths[0]
+    e = est.window(fam, t_len, 4, np.random.default_rng(0))
+    assert e.stderr == 0.0
+    assert e.mean == pytest.approx(predict("window", fam, context=t_len), rel=1e-12)
 
 
 def test_haar_far_variance_is_one_over_d():
@@ -97,11 +103,115 @@ def test_far_residual_exact_finite_n():
 def test_far_residual_generic_path_matches_angle_fast_path():
     # the same angle steps through the dense loop and the complex cumulative-sum form
     from accum.simulations.estimators import _accumulate_values
-    from accum.simulations.steps import DenseSteps
     rng = np.random.default_rng(8)
     steps = make_family("so2-accumulated", dim=6).sample(rng, 9, 4)
     u, m = rng.normal(size=(4, 6)), rng.normal(size=6)
     np.testing.assert_allclose(_accumulate_values(steps, u, m), _accumulate_values(DenseSteps(steps.dense()), u, m), atol=1e-12)
+
+
+class Replay:
+    """A family that hands out consecutive slices of one fixed pre-drawn ``Steps`` (ignores the rng).
+
+    Streaming estimators ask for ``chunk``-sized pieces in order; the replay makes the steps they see the
+    same whatever the chunk, so the streamed result must equal one plain computation on the whole draw.
+    Every call must ask for the full batch (one sub-batch), and ``calls`` records the piece sizes.
+    """
+
+    def __init__(self, steps):
+        self.steps, self.dim, self.used, self.calls = steps, steps.dim, 0, []
+
+    def sample(self, rng, n_steps, batch):
+        assert batch == self.steps.batch, (batch, self.steps.batch)
+        assert self.used + n_steps <= self.steps.n_steps, "replay exhausted"
+        lo, self.used = self.used, self.used + n_steps
+        self.calls.append(n_steps)
+        if isinstance(self.steps, AngleSteps):
+            return AngleSteps(self.steps.theta[:, lo:self.used])
+        return DenseSteps(self.steps.a[:, lo:self.used])
+
+
+# far sizes around every chunk boundary used below (1, 7, 64) and the end of the draw
+REPLAY_SIZES = [1, 2, 6, 7, 8, 63, 64, 65, 128, 200, 401]
+
+
+def replay_draw(kind):
+    rng = np.random.default_rng(11)
+    if kind == "haar-d5":  # odd d, generic dense path
+        return make_family("haar", dim=5).sample(rng, 401, 3)
+    return make_family("so2-accumulated", dim=6, mu=0.3, sigma=0.4).sample(rng, 401, 3)  # SO(2) fast path
+
+
+def check_replay_calls(fam, chunk):
+    assert fam.used == max(REPLAY_SIZES) and sum(fam.calls) == fam.used and max(fam.calls) <= chunk
+
+
+def near_weight_reference(steps, sizes, s0, slope):
+    """Per sample: s_Delta = s0 q^T A_i ... A_{i-Delta+1} k - slope Delta, the draw's t-th step being the
+    t-th step back from the query (A_{i-t+1}); w(N) = e^{s0} / (e^{s0} + sum_{Delta<=N} e^{s_Delta}),
+    far mass M(N) = sum_Delta e^{s_Delta - s0}.  Returns (w, M), each (batch, len(sizes))."""
+    mats = steps.dense()
+    d = mats.shape[-1]
+    q = k = np.full(d, 1 / np.sqrt(d))
+    w, mass = [], []
+    for a in mats:
+        prod, far, row_w, row_m = np.eye(d), 0.0, [], []
+        for delta in range(1, max(sizes) + 1):
+            prod = prod @ a[delta - 1]
+            far += np.exp(s0 * (q @ prod @ k) - slope * delta)
+            if delta in sizes:
+                row_w.append(np.exp(s0) / (np.exp(s0) + far))
+                row_m.append(far / np.exp(s0))
+        w.append(row_w)
+        mass.append(row_m)
+    return np.array(w), np.array(mass)
+
+
+@pytest.mark.parametrize("kind", ["haar-d5", "so2-d6"])
+@pytest.mark.parametrize("slope", [0.0, 0.02])
+@pytest.mark.parametrize("chunk", [1, 7, 64, 4096])
+def test_near_weight_streaming_matches_plain_loop_on_a_replayed_draw(kind, slope, chunk):
+    steps, s0 = replay_draw(kind), 1.5
+    w, mass = near_weight_reference(steps, REPLAY_SIZES, s0, slope)
+    fam = Replay(steps)
+    e = est.near_weight(fam, REPLAY_SIZES, s0, steps.batch, np.random.default_rng(0), alibi_slope=slope, chunk=chunk)
+    check_replay_calls(fam, chunk)
+    np.testing.assert_allclose(e.mean, w.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(e.stderr, w.std(axis=0, ddof=1) / np.sqrt(steps.batch), rtol=1e-12)
+    np.testing.assert_allclose(e.extra["far_mass"], mass.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(e.extra["log_far_mass"], np.log(mass).mean(axis=0), rtol=1e-12)
+
+
+def far_residual_reference(steps, sizes):
+    """Per sample: r(N) = (1/N) sum_{Delta=1}^N A_N ... A_{N-Delta+1} m with A_t the draw's t-th step (the query
+    at i = N follows the first N steps), m = 1/sqrt(d); returns |r(N)|^2 / |m|^2, (batch, len(sizes))."""
+    mats = steps.dense()
+    d = mats.shape[-1]
+    m = np.full(d, 1 / np.sqrt(d))
+    out = []
+    for a in mats:
+        row = []
+        for n in sizes:
+            prod, r = np.eye(d), np.zeros(d)
+            for delta in range(1, n + 1):
+                prod = prod @ a[n - delta]  # a[n - delta] is A_{N - Delta + 1}
+                r += prod @ m
+            row.append(np.sum((r / n) ** 2) / np.sum(m**2))
+        out.append(row)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("kind", ["so2-d6", "haar-d5"])
+@pytest.mark.parametrize("chunk", [1, 7, 64, 4096])
+def test_far_residual_streaming_matches_plain_loop_on_a_replayed_draw(kind, chunk):
+    steps = replay_draw(kind)
+    r = far_residual_reference(steps, REPLAY_SIZES)
+    fam = Replay(steps)
+    e = est.far_residual(fam, REPLAY_SIZES, steps.batch, np.random.default_rng(0), chunk=chunk)
+    check_replay_calls(fam, chunk)
+    np.testing.assert_allclose(e.mean, r.mean(axis=0), rtol=1e-12)
+    # N = 1: |A_1 m|^2 = 1 for every sample, so the true standard error is 0 and both sides are rounding noise
+    assert REPLAY_SIZES[0] == 1 and e.stderr[0] < 1e-15
+    np.testing.assert_allclose(e.stderr[1:], r[:, 1:].std(axis=0, ddof=1) / np.sqrt(steps.batch), rtol=1e-12)
 
 
 def test_drift_fp32_exceeds_fp64():
