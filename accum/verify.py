@@ -6,8 +6,11 @@ the whole report (default 1%): with R rows, row r covering m_r points passes whe
 k_r = Phi^{-1}(1 - budget / (2 R m_r)) (Bonferroni), so a correct implementation fails the report with
 probability at most ``budget``.  One-sided rows (a bound, a decay, a floor) use the same k on one side.
 
-Rows are grouped by claim; a claim passes when all its rows pass.  Negative controls (tests/verify) feed
-deliberately broken inputs to the same check functions and show each one fails.
+Rows are grouped by claim; a claim passes when it has at least one row and all its rows pass (a claim with
+no rows is not verified, so it fails), and the report passes when every claim does.  R is declared by the
+plan before anything runs (each job states how many rows it returns); a job that returns another number is
+an error.  Negative controls (tests/verify) feed deliberately broken inputs to the same check functions and
+show each one fails.
 """
 
 from __future__ import annotations
@@ -227,8 +230,22 @@ S0 = 4.0
 SLOPE = 0.5
 
 
-def plan(preset: Preset) -> list[tuple[str, Callable[[np.random.Generator], list[Measurement]]]]:
-    """The report's checks, in order: (label, function of an rng)."""
+@dataclass(frozen=True)
+class Job:
+    """One check of the report: its label, how many rows it returns, and the function of an rng that runs it."""
+
+    label: str
+    rows: int
+    run: Callable[[np.random.Generator], list[Measurement]]
+
+
+def planned_rows(jobs: Sequence[Job]) -> int:
+    """R, the number of rows the report will have: the sum of the rows each job declares."""
+    return sum(job.rows for job in jobs)
+
+
+def plan(preset: Preset) -> list[Job]:
+    """The report's checks, in order."""
     p = preset
     so2 = make_family("so2-accumulated", dim=16, law="gaussian", sigma=0.5)
     c1 = [(so2, p.steps), (make_family("so2-accumulated", dim=16, law="vonmises", kappa=2.0), p.steps),
@@ -236,43 +253,68 @@ def plan(preset: Preset) -> list[tuple[str, Callable[[np.random.Generator], list
           (make_family("householder", dim=16, beta=1.0), p.steps),
           (make_family("householder", dim=16, beta=2.0, w="token", vocab=32), p.steps),
           (make_family("haar", dim=16), 4), (make_family("givens", dim=8, sigma=1.0), p.steps)]
-    jobs: list[tuple[str, Callable]] = []
+    jobs: list[Job] = []
     for f, steps in c1:
-        jobs.append((f"C1 {_label(f)}", lambda rng, f=f, n=steps: check_incoherence(f, n, p.samples, EPS, rng)))
+        jobs.append(Job(f"C1 {_label(f)}", 2, lambda rng, f=f, n=steps: check_incoherence(f, n, p.samples, EPS, rng)))
     for f in (so2, make_family("householder", dim=16, beta=1.0), make_family("rope", dim=16)):
-        jobs.append((f"C2 {_label(f)}", lambda rng, f=f: check_window(f, p.contexts, max(p.samples // 5, 4), rng)))
+        jobs.append(Job(f"C2 {_label(f)}", 2, lambda rng, f=f: check_window(f, p.contexts, max(p.samples // 5, 4), rng)))
     token = make_family("so2-accumulated", dim=16, law="token", source="markov", stay=0.5)
-    jobs.append((f"C3 {_label(token)}", lambda rng: check_transfer(token, *p.transfer, max(p.samples // 5, 4), rng)))
+    jobs.append(Job(f"C3 {_label(token)}", 2, lambda rng: check_transfer(token, *p.transfer, max(p.samples // 5, 4), rng)))
     for d in p.dims:
         gap = [(make_family("so2-accumulated", dim=d, law="uniform", a=math.pi), 1),
                (make_family("so2-accumulated", dim=d, law="gaussian", sigma=1.0), 32)]
         gap += [(make_family("haar", dim=d), 1)] if d <= p.haar_max_dim else []
         for f, offset in gap:
-            jobs.append((f"C4 {_label(f)}", lambda rng, f=f, o=offset: check_score_gap(f, o, 2 * p.samples, rng)))
+            jobs.append(Job(f"C4 {_label(f)}", 1, lambda rng, f=f, o=offset: check_score_gap(f, o, 2 * p.samples, rng)))
     haar = make_family("haar", dim=16)
-    jobs.append((f"C5 {_label(haar)}", lambda rng: check_far_mass(haar, p.haar_far_sizes, S0, p.far_samples, rng)))
-    jobs.append((f"C5 {_label(so2)}", lambda rng: check_far_mass(so2, p.far_sizes, S0, p.far_samples, rng)))
+    jobs.append(Job(f"C5 {_label(haar)}", 3, lambda rng: check_far_mass(haar, p.haar_far_sizes, S0, p.far_samples, rng)))
+    jobs.append(Job(f"C5 {_label(so2)}", 3, lambda rng: check_far_mass(so2, p.far_sizes, S0, p.far_samples, rng)))
     reflect = make_family("householder", dim=16, beta=2.0)
-    jobs.append((f"C5 {_label(reflect)}",
-                 lambda rng: check_far_mass(reflect, p.far_sizes[:-1], S0, p.far_samples, rng, with_mass=False)))
+    jobs.append(Job(f"C5 {_label(reflect)}", 1,
+                    lambda rng: check_far_mass(reflect, p.far_sizes[:-1], S0, p.far_samples, rng, with_mass=False)))
     for f in (make_family("nope", dim=16), so2):
-        jobs.append((f"C5 ALiBi {_label(f)}", lambda rng, f=f: check_alibi(f, p.far_sizes, S0, SLOPE, p.far_samples, rng)))
-    jobs.append((f"C6 {_label(so2)}", lambda rng: check_values(so2, p.residual_sizes, p.residual_samples, rng)))
+        jobs.append(Job(f"C5 ALiBi {_label(f)}", 1,
+                        lambda rng, f=f: check_alibi(f, p.far_sizes, S0, SLOPE, p.far_samples, rng)))
+    jobs.append(Job(f"C6 {_label(so2)}", 1, lambda rng: check_values(so2, p.residual_sizes, p.residual_samples, rng)))
     return jobs
 
 
-def run_report(preset_name: str, seed: int, budget: float, progress: bool = True) -> dict:
-    """Run every check with independent streams (SeedSequence(seed).spawn), judge at the budget."""
-    jobs = plan(PRESETS[preset_name])
+def run_jobs(jobs: Sequence[Job], seed: int, progress: bool) -> tuple[list[Measurement], dict]:
+    """Every job's measurements, each job on its own stream (SeedSequence(seed).spawn), and seconds per job.
+
+    Raises RuntimeError when a job returns another number of rows than it declares: the thresholds were
+    set for the declared count."""
     streams = np.random.SeedSequence(seed).spawn(len(jobs))
     measurements: list[Measurement] = []
     timings = {}
-    for (label, job), ss in tqdm(list(zip(jobs, streams)), desc="accum verify", disable=not progress, unit="check"):
+    for job, ss in tqdm(list(zip(jobs, streams)), desc="accum verify", disable=not progress, unit="check"):
         start = time.perf_counter()
-        measurements.extend(job(np.random.default_rng(ss)))
-        timings[label] = time.perf_counter() - start
-    rows = [judge(m, z_threshold(budget / len(measurements), np.size(m.measured))) for m in measurements]
-    claims = {c: all(r.passed for r in rows if r.claim == c) for c in CLAIMS}
+        got = job.run(np.random.default_rng(ss))
+        timings[job.label] = time.perf_counter() - start
+        if len(got) != job.rows:
+            raise RuntimeError(f"accum verify: check {job.label!r} returned {len(got)} rows, declared {job.rows}")
+        measurements.extend(got)
+    return measurements, timings
+
+
+def claim_verdicts(rows: Sequence[Row]) -> dict[str, bool]:
+    """Per claim in CLAIMS: True when the claim has at least one row and every one of its rows passed."""
+    verdicts = {}
+    for c in CLAIMS:
+        mine = [r.passed for r in rows if r.claim == c]
+        verdicts[c] = len(mine) > 0 and all(mine)
+    return verdicts
+
+
+def run_report(preset_name: str, seed: int, budget: float, progress: bool = True) -> dict:
+    """Run every job of the plan and judge each row at k = z_threshold(budget / R, points), R the planned rows.
+
+    The report passes when every claim passes (``claim_verdicts``)."""
+    jobs = plan(PRESETS[preset_name])
+    n_rows = planned_rows(jobs)
+    measurements, timings = run_jobs(jobs, seed, progress)
+    rows = [judge(m, z_threshold(budget / n_rows, np.size(m.measured))) for m in measurements]
+    claims = claim_verdicts(rows)
     return {"preset": preset_name, "seed": seed, "budget": budget, "rows": [asdict(r) for r in rows],
             "claims": claims, "passed": all(claims.values()), "timings": timings,
             "config": asdict(PRESETS[preset_name])}
