@@ -23,7 +23,7 @@ import torch
 
 from accum.probes.evaluate import EvalConfig
 from accum.probes.io import read_json, write_json
-from accum.probes.model import ARMS
+from accum.probes.model import ARMS, check_int
 from accum.probes.sweep import EVAL_RESULTS, SweepConfig, check_analysis, evaluate_run, run_sweep
 from accum.probes.train import WEIGHTS, TrainConfig, load_data, train
 from accum.simulations.params import ParamError
@@ -141,8 +141,7 @@ def check_device(device: str) -> str:
 
 def check_common(args: argparse.Namespace) -> str:
     """--threads in [1, MAX_THREADS], --device, --data-dir (a writable cache folder); returns the device."""
-    if isinstance(args.threads, bool) or not isinstance(args.threads, int) or not 1 <= args.threads <= MAX_THREADS:
-        raise ParamError(f"--threads must be an integer in [1, {MAX_THREADS}], got {args.threads!r}")
+    check_int("--threads", args.threads, 1, MAX_THREADS)
     if args.data_dir is not None:
         check_output_path(args.data_dir, "--data-dir", directory=True)
     return check_device(args.device)

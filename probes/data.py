@@ -228,10 +228,15 @@ class CharData:
         return "".join(self.vocab[i] for i in ids.tolist())
 
 
-def char_data(text: str, val_fraction: float = 0.05) -> CharData:
-    """Character vocabulary of ``text`` and the split: train = first (1 - f) of the ids, val = the rest."""
+def check_val_fraction(val_fraction: object) -> None:
+    """The validation share of the text: a float in (0, 1); ``ValueError`` naming val_fraction otherwise."""
     if not (isinstance(val_fraction, float) and 0.0 < val_fraction < 1.0):
         raise ValueError(f"val_fraction must be a float in (0, 1), got {val_fraction!r}")
+
+
+def char_data(text: str, val_fraction: float = 0.05) -> CharData:
+    """Character vocabulary of ``text`` and the split: train = first (1 - f) of the ids, val = the rest."""
+    check_val_fraction(val_fraction)
     if len(text) < 2:
         raise ValueError("text must hold at least 2 characters")
     codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)

@@ -21,7 +21,7 @@ from safetensors.torch import load_file as safetensors_load
 from safetensors.torch import save as safetensors_save
 from tqdm import tqdm
 
-from accum.probes.data import SOURCES, CharData, char_data, load_corpus, sample_batch
+from accum.probes.data import SOURCES, CharData, char_data, check_val_fraction, load_corpus, sample_batch
 from accum.probes.io import provenance, read_json, write_atomic, write_json
 from accum.probes.model import ARMS, ModelConfig, ProbeModel, check_int
 
@@ -69,8 +69,7 @@ class TrainConfig:
             check_int(name, getattr(self, name), low, high)
         if self.data_source not in SOURCES:
             raise ValueError(f"data_source must be one of {', '.join(SOURCES)}, got {self.data_source!r}")
-        if not (isinstance(self.val_fraction, float) and 0.0 < self.val_fraction < 1.0):
-            raise ValueError(f"val_fraction must be a number in (0, 1), got {self.val_fraction!r}")
+        check_val_fraction(self.val_fraction)
         for name, low, high in (("lr", 0.0, 1.0), ("min_lr_ratio", 0.0, 1.0), ("weight_decay", 0.0, 10.0),
                                 ("grad_clip", 0.0, 1e6)):
             v = getattr(self, name)

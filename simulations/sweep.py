@@ -523,11 +523,13 @@ def outcomes(jobs: list[Job], workers: int, client) -> Iterator[tuple[Job, dict 
     return serial_outcomes(jobs)
 
 
-def run_sweep(grid: Grid, *, workers: int = 1, scheduler: str | None = None, progress: bool = False) -> Summary:
+def run_sweep(grid: Grid, *, workers: int = 1, scheduler: str | None = None, progress: bool = False,
+              output_option: str | None = None) -> Summary:
     """Run the grid's unfinished jobs, writing each result atomically as it arrives.
 
     Checked in this order before any job runs: ``workers``, the ``scheduler`` address, every job of the grid
-    (``plan``), the connection to the scheduler, the output directory (created here).  Interrupting (Ctrl-C,
+    (``plan``), the connection to the scheduler, the output directory (created here; errors name it as
+    ``output_option``, by default the grid's ``output`` key).  Interrupting (Ctrl-C,
     a crash, SIGKILL) loses only jobs in flight; ``index.json`` is rewritten at the end of every run that
     gets to clean up.  The progress bar (tqdm, stderr) counts finished jobs.
     """
@@ -536,7 +538,7 @@ def run_sweep(grid: Grid, *, workers: int = 1, scheduler: str | None = None, pro
         check_scheduler(scheduler, "scheduler")
     jobs = plan(grid)
     with connect(scheduler) if scheduler is not None else contextlib.nullcontext() as client:
-        make_output_dir(grid.output, f"output (in {grid.source})")
+        make_output_dir(grid.output, output_option or f"output (in {grid.source})")
         status = {job.hash: "done" if is_finished(grid.output, job) else "pending" for job in jobs}
         todo = [job for job in jobs if status[job.hash] == "pending"]
         failed = []
@@ -559,15 +561,16 @@ def run_sweep(grid: Grid, *, workers: int = 1, scheduler: str | None = None, pro
 # ---------------------------------------------------------------------------------------------- command
 
 def default_workers() -> int:
-    """CPUs this process may use."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    """CPUs this process may use, at most ``MAX_WORKERS``."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(cpus, MAX_WORKERS)
 
 
 def run_command(args: argparse.Namespace) -> int:
     """``accum sweep``: one JSON summary line on stdout, failures on stderr; exit 1 if any job failed.
 
-    The options are checked before the grid is read, the output directory before any job runs (and created
-    then, unless ``--dry-run``).
+    The options are checked before the grid is read, the output directory right after it; ``run_sweep``
+    creates the directory once every job is validated (a bad grid leaves nothing behind).
     """
     if args.workers is not None:
         check_workers(args.workers, "--workers")
@@ -576,18 +579,16 @@ def run_command(args: argparse.Namespace) -> int:
         if args.workers is not None:
             raise ParamError("give --workers (local processes) or --scheduler (Dask), not both")
     grid = load_grid(args.grid)
-    if args.out is not None:
-        grid = replace(grid, output=check_output_path(args.out, "--out", directory=True))
-    option = "--out" if args.out is not None else f"output (in {grid.source})"
-    check_output_path(grid.output, option, directory=True)
+    output, option = (args.out, "--out") if args.out is not None else (grid.output, f"output (in {grid.source})")
+    grid = replace(grid, output=check_output_path(output, option, directory=True))
     if args.dry_run:
         jobs = plan(grid)
         done = sum(is_finished(grid.output, job) for job in jobs)
         print(json.dumps({"jobs": len(jobs), "done": done, "pending": len(jobs) - done, "output": str(grid.output)}))
         return 0
-    workers = min(default_workers(), MAX_WORKERS) if args.workers is None else args.workers
-    make_output_dir(grid.output, option)
-    summary = run_sweep(grid, workers=workers, scheduler=args.scheduler, progress=not args.no_progress)
+    workers = default_workers() if args.workers is None else args.workers
+    summary = run_sweep(grid, workers=workers, scheduler=args.scheduler, progress=not args.no_progress,
+                        output_option=option)
     for where, error in summary.failed:
         print(f"accum sweep: job failed: {where}: {error}", file=sys.stderr)
     print(json.dumps(summary.to_dict()))

@@ -390,7 +390,7 @@ def assert_refused(status: int, err: str, *fragments: str) -> None:
 
 # argv and message fragments; {grid} is a good grid, {missing} no file (so the option is checked before the grid
 # is read), {file} a regular file, {dir} a directory, {listq} a grid with quantity = ["coherence"], {badout} a grid
-# whose output lies below {file}.
+# whose output lies below {file}, {badbeta} a grid with beta = 2.5 (found when the jobs are planned).
 REFUSED_COMMANDS = {
     "scheduler not an address": (["{grid}", "--scheduler", "notaurl"], ["--scheduler 'notaurl'", "SCHEME://HOST:PORT"]),
     "scheduler empty": (["{grid}", "--scheduler", ""], ["--scheduler ''"]),
@@ -418,6 +418,7 @@ REFUSED_COMMANDS = {
     "out empty, dry run": (["{grid}", "--dry-run", "--out", ""], ["--out: empty path"]),
     "grid output below a file": (["{badout}", "--workers", "1", "--no-progress"], ["output (in {badout}) ", "afile/sub"]),
     "grid output below a file, dry run": (["{badout}", "--dry-run"], ["output (in {badout}) "]),
+    "parameter out of range": (["{badbeta}", "--workers", "1", "--no-progress"], ["{badbeta}: family[0]", "'beta'"]),
 }
 
 
@@ -429,8 +430,10 @@ def test_bad_command_line_exits_2_on_one_line_before_any_job(case, tmp_path, mon
     (tmp_path / "adir").mkdir()
     (tmp_path / "listq.toml").write_text(grid_text(head=HEAD.replace('"coherence"', '["coherence"]')))
     (tmp_path / "badout.toml").write_text(grid_text(head=HEAD.replace('"out"', '"afile/sub"')))
+    (tmp_path / "badbeta.toml").write_text(grid_text(FAMILIES.replace("beta = [1.0, 2.0]", "beta = [1.0, 2.5]")))
     names = {"grid": write_grid(tmp_path, grid_text()), "missing": tmp_path / "missing.toml", "file": afile,
-             "dir": tmp_path / "adir", "listq": tmp_path / "listq.toml", "badout": tmp_path / "badout.toml"}
+             "dir": tmp_path / "adir", "listq": tmp_path / "listq.toml", "badout": tmp_path / "badout.toml",
+             "badbeta": tmp_path / "badbeta.toml"}
     calls = []
     monkeypatch.setattr(sweep, "measure", lambda *args, **kwargs: calls.append(args))
     status, err = accum_sweep([a.format(**names) for a in argv], capsys)
