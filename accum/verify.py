@@ -1,16 +1,15 @@
-"""``accum verify``: every claim C1-C6 held against its prediction, with a verdict that can fail.
+"""``accum verify``: every claim C1-C6 held against its prediction, with verdicts that are calibrated and can fail.
 
-Each check measures one quantity by Monte Carlo (``simulations.estimators``), asks ``theory`` for the
-prediction, and turns the difference into a z-score.  Thresholds come from one false-failure budget for
-the whole report (default 1%): with R rows, row r covering m_r points passes when max |z| <= k_r,
-k_r = Phi^{-1}(1 - budget / (2 R m_r)) (Bonferroni), so a correct implementation fails the report with
-probability at most ``budget``.  One-sided rows (a bound, a decay, a floor) use the same k on one side.
+The report is a plan of checks (``accum.claims``), each run on its own random stream seeded from a hash of
+its identity (check, family, parameters, sizes) -- adding a check changes no other row.  The plan knows the
+kind of every row before anything runs: R evidence rows (statistical and adversarial) share the
+false-failure budget (Bonferroni, ``accum.verdict``); exact and bound rows form the "exact and sanity"
+section, which fails the report when violated but is not evidence for a claim.
 
-Rows are grouped by claim; a claim passes when it has at least one row and all its rows pass (a claim with
-no rows is not verified, so it fails), and the report passes when every claim does.  R is declared by the
-plan before anything runs (each job states how many rows it returns); a job that returns another number is
-an error.  Negative controls (tests/verify) feed deliberately broken inputs to the same check functions and
-show each one fails.
+A claim passes when it has at least one evidence row and every row attributed to it passes; the report
+passes when every claim and every sanity row passes.  ``--family F`` runs every check that applies to F
+(``theory.checks.check`` says which claims do); ``--calibrate N`` runs the report at N fresh seeds and
+measures its false-failure rate.
 """
 
 from __future__ import annotations
@@ -18,19 +17,20 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 from tqdm import tqdm
 
-from accum.simulations import estimators as est
 from accum.simulations.families import Family, family_name, family_params, make_family
+from accum.simulations.params import ParamError, check_seed, parse_assignments
 from accum.simulations.results import atomic_write_json, atomic_write_text, check_output_path, make_record
-from accum.simulations.params import ParamError, check_seed
-from accum.simulations.stats import z_threshold
-from accum.theory import far, predict
+from accum.simulations.sweep import check_scheduler, check_workers, config_words, default_workers, map_outcomes
+
+from .claims import CHECKS, deterministic, label
+from .verdict import EVIDENCE, Measurement, Row, binomial_interval, judge
 
 CLAIMS = {
     "C1": "incoherence: ||E[A_n...A_1]|| decays to ~0 after finitely many steps",
@@ -40,189 +40,58 @@ CLAIMS = {
     "C5": "near weight -> 0 with the far-set size N unless far mass is controlled (ALiBi)",
     "C6": "rotating values (SO(2)) makes far residuals add incoherently, |r|^2 ~ 1/N",
 }
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """One row's numbers before the verdict: points of a curve (or one point) and their prediction.
-
-    side: "two" (|z| <= k), "upper" (z <= k: measured must not exceed the prediction / bound) or
-    "lower" (z >= -k: measured must not fall below it).
-    """
-
-    claim: str
-    family: str
-    what: str
-    measured: np.ndarray
-    stderr: np.ndarray
-    predicted: np.ndarray
-    n: int
-    side: str = "two"
-    floor: float = 1e-9
-    params: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Row:
-    claim: str
-    family: str
-    what: str
-    predicted: float
-    measured: float
-    stderr: float
-    z: float
-    k: float
-    points: int
-    n: int
-    passed: bool
-    params: dict
-
-
-def judge(m: Measurement, k: float) -> Row:
-    """Worst z over the row's points against threshold k, on the row's side; reports the worst point."""
-    meas, se, pred = (np.atleast_1d(np.asarray(x, dtype=float)) for x in (m.measured, m.stderr, m.predicted))
-    meas, se, pred = np.broadcast_arrays(meas, se, pred)
-    z = (meas - pred) / np.sqrt(se**2 + m.floor**2)
-    if m.side == "two":
-        worst = int(np.argmax(np.abs(z)))
-        ok = bool(np.all(np.abs(z) <= k))
-    elif m.side == "upper":
-        worst = int(np.argmax(z))
-        ok = bool(np.all(z <= k))
-    else:
-        worst = int(np.argmin(z))
-        ok = bool(np.all(z >= -k))
-    ok = ok and bool(np.all(np.isfinite(z)))
-    return Row(m.claim, m.family, m.what, float(pred[worst]), float(meas[worst]), float(se[worst]), float(z[worst]),
-               k, int(z.size), m.n, ok, m.params)
-
-
-LAW_KEYS = {"gaussian": ("sigma",), "uniform": ("a",), "vonmises": ("kappa",), "wrapped-cauchy": ("gamma",),
-            "lattice": ("m", "offset"), "rope-uniform": ("base",), "token": ("source", "stay", "vocab")}
-
-
-def _label(family: Family) -> str:
-    """Short name with the parameters that matter for this family (e.g. the angle law's own)."""
-    p = family_params(family)
-    keys = ("law", *LAW_KEYS[p["law"]]) if "law" in p else [k for k in ("beta", "w", "group", "sigma") if k in p]
-    inner = ", ".join(f"{k}={p[k]}" for k in keys)
-    return f"{family_name(family)}(d={family.dim}{', ' + inner if inner else ''})"
-
-
-def _m(claim: str, family: Family, what: str, e_mean, e_se, pred, n: int, **kw) -> Measurement:
-    return Measurement(claim, _label(family), what, np.asarray(e_mean, float), np.asarray(e_se, float),
-                       np.asarray(pred, float), n, params={"family": family_name(family), **family_params(family)}, **kw)
-
-
-# --- the checks: each returns Measurements; all randomness from the rng passed in -------------------------
-# ``family`` is what is measured; ``claimed`` (default: the same) is the family whose theory it is held to.
-# The negative controls measure a deliberately broken implementation while claiming the intended family.
-
-
-def check_incoherence(family: Family, n_steps: int, n_samples: int, eps: float, rng: np.random.Generator,
-        claimed: Family | None = None) -> list[Measurement]:
-    """C1: the coherence curve c(n) matches theory, and |c(n_steps)| <= eps (decayed within n_steps)."""
-    e = est.coherence(family, n_steps, n_samples, rng)
-    pred = predict("coherence", claimed or family, steps=n_steps)
-    return [_m("C1", family, f"coherence c(n), n=0..{n_steps}", e.mean, e.stderr, pred, e.n),
-            _m("C1", family, f"|c({n_steps})| <= {eps}", abs(e.mean[-1]), e.stderr[-1], eps, e.n, side="upper")]
-
-
-def check_window(family: Family, contexts: Sequence[int], n_samples: int, rng: np.random.Generator,
-        claimed: Family | None = None) -> list[Measurement]:
-    """C2: W(T) matches theory at each T, and W(T_max) - W(T_min) matches the predicted growth (which
-    vanishes for accumulated transforms and is large for RoPE, the contrast)."""
-    ests = [est.window(family, t, n_samples, rng) for t in contexts]
-    pred = np.array([predict("window", claimed or family, context=t) for t in contexts])
-    w, se = np.array([e.mean for e in ests]), np.array([e.stderr for e in ests])
-    growth_se = math.hypot(se[0], se[-1])
-    return [_m("C2", family, f"window W(T), T={list(contexts)}", w, se, pred, ests[0].n),
-            _m("C2", family, f"W({contexts[-1]}) - W({contexts[0]}) (finite window)", w[-1] - w[0], growth_se,
-               pred[-1] - pred[0], ests[0].n)]
-
-
-def check_transfer(family: Family, train: int, evaluate: int, n_samples: int, rng: np.random.Generator,
-        claimed: Family | None = None) -> list[Measurement]:
-    """C3: the suppression profile c_T(Delta), Delta < train, is the same at T = train and T = evaluate."""
-    short = est.offset_profile(family, train, n_samples, rng)
-    long = est.offset_profile(family, evaluate, n_samples, rng)
-    pred = predict("coherence", claimed or family, steps=train - 1)
-    diff_se = np.hypot(short.stderr, long.stderr[:train])
-    return [_m("C3", family, f"profile at T={train} vs theory", short.mean, short.stderr, pred, short.n),
-            _m("C3", family, f"profile at T={evaluate} minus T={train}, Delta<{train}", long.mean[:train] - short.mean,
-               diff_se, 0.0, short.n)]
-
-
-def check_score_gap(family: Family, offset: int, n_samples: int, rng: np.random.Generator) -> list[Measurement]:
-    """C4: far-score second moment d E[s^2] equals |q|^2 |k|^2 = 1, the concentration scale 1/d.
-
-    The prediction is the claim's (the Haar value), not the law's own exact moment: a law that does not
-    mix (a lattice) matches its own moment but not the claim, and must fail here."""
-    e = est.score_gap(family, offset, n_samples, rng)
-    pred = predict("far-variance", make_family("haar", dim=family.dim), offset=1)  # the claim: |q|^2 |k|^2
-    return [_m("C4", family, f"d E[s_far^2] at Delta={offset} (gap {e.extra['gap_sd']:.1f} sd)", e.mean, e.stderr, pred, e.n)]
-
-
-def check_far_mass(family: Family, far_sizes: Sequence[int], s0: float, n_samples: int, rng: np.random.Generator,
-                   with_mass: bool = True,
-        claimed: Family | None = None) -> list[Measurement]:
-    """C5, rotation only: near weight obeys the norm bound 1/(1 + N e^{-2 s0}) (-> 0 with N) at every N, and
-    the far mass E sum_Delta e^{s_Delta - s0} matches theory (where theory has it: ``with_mass``)."""
-    e = est.near_weight(family, far_sizes, s0, n_samples, rng)
-    rows = [_m("C5", family, f"near weight <= 1/(1+N e^(-2 s0)), s0={s0}", e.mean, e.stderr,
-               far.lower_bound(np.asarray(far_sizes), s0), e.n, side="upper")]
-    if with_mass:
-        mass = predict("far-mass", claimed or family, far_sizes=far_sizes, s0=s0)
-        rows.append(_m("C5", family, f"far mass sum e^(s-s0), N={list(far_sizes)}", e.extra["far_mass"],
-                       e.extra["far_mass_stderr"], mass, e.n))
-        rows.append(_m("C5", family, f"near weight >= 1/(1 + E far mass) (Jensen), N={far_sizes[-1]}", e.mean[-1],
-                       e.stderr[-1], 1.0 / (1.0 + mass[-1]), e.n, side="lower"))
-    return rows
-
-
-def check_alibi(family: Family, far_sizes: Sequence[int], s0: float, slope: float, n_samples: int,
-                rng: np.random.Generator) -> list[Measurement]:
-    """C5, ALiBi: near weight stays above the floor 1/(1 + sum_Delta e^{-slope Delta}) for every N."""
-    e = est.near_weight(family, far_sizes, s0, n_samples, rng, alibi_slope=slope)
-    floor = far.alibi_floor(np.asarray(far_sizes), slope)
-    return [_m("C5", family, f"ALiBi slope {slope}: near weight >= floor, N={list(far_sizes)}", e.mean, e.stderr,
-               floor, e.n, side="lower")]
-
-
-def check_values(family: Family, far_sizes: Sequence[int], n_samples: int, rng: np.random.Generator,
-                 value_rotation: bool = True,
-        claimed: Family | None = None) -> list[Measurement]:
-    """C6: with value rotation |r(N)|^2 follows the incoherent sum (-> (1+rho)/((1-rho) N)), not the constant 1."""
-    e = est.far_residual(family, far_sizes, n_samples, rng, value_rotation=value_rotation)
-    pred = predict("far-residual", claimed or family, far_sizes=far_sizes)
-    return [_m("C6", family, f"|r(N)|^2/|m|^2 with value rotation, N={list(far_sizes)}", e.mean, e.stderr, pred, e.n)]
-
-
-# --- the report -----------------------------------------------------------------------------------------
+SANITY = "engine"  # the exact comparisons of fast paths with the fp64 reference belong to no claim
 
 
 @dataclass(frozen=True)
 class Preset:
-    samples: int
+    """Sample counts and sizes of one report size (the checks' keyword arguments)."""
+
+    coherence_samples: int
     steps: int
+    theory_samples: int
+    window_samples: int
     contexts: tuple[int, ...]
+    bias_context: int
+    bias_samples: int
     transfer: tuple[int, int]
-    dims: tuple[int, ...]
+    transfer_samples: int
+    gap_dims: tuple[int, ...]
+    gap_samples: int
+    haar_max_dim: int
+    scores_length: int
+    scores_offset: int
+    scores_sequences: int
     far_sizes: tuple[int, ...]
     far_samples: int
+    alibi_sizes: tuple[int, ...]
+    alibi_samples: int
+    haar_far_sizes: tuple[int, ...]
+    engines_far_size: int
+    engines_samples: int
+    adversarial_sizes: tuple[int, ...]
+    adversarial_iterations: int
     residual_sizes: tuple[int, ...]
     residual_samples: int
-    haar_max_dim: int
-    haar_far_sizes: tuple[int, ...]
+    se_replicates: int
+    fast_path_length: int
 
 
 PRESETS = {
-    "quick": Preset(samples=2000, steps=64, contexts=(64, 256, 1024), transfer=(64, 1024), dims=(8, 32, 128),
-                    far_sizes=(100, 1000, 10_000, 100_000), far_samples=24, residual_sizes=(10, 100, 1000, 10_000),
-                    residual_samples=200, haar_max_dim=32, haar_far_sizes=(10, 100, 1000)),
-    "full": Preset(samples=20000, steps=128, contexts=(64, 512, 4096), transfer=(128, 8192), dims=(8, 32, 128, 512),
-                   far_sizes=(100, 10_000, 1_000_000), far_samples=48, residual_sizes=(10, 1000, 100_000),
-                   residual_samples=400, haar_max_dim=64, haar_far_sizes=(10, 100, 1000, 10_000)),
+    "quick": Preset(coherence_samples=40_000, steps=64, theory_samples=20_000, window_samples=6_000,
+                    contexts=(64, 256, 1024), bias_context=4096, bias_samples=256, transfer=(64, 1024),
+                    transfer_samples=6_000, gap_dims=(8, 32, 128), gap_samples=75_000, haar_max_dim=8,
+                    scores_length=256, scores_offset=16, scores_sequences=1400, far_sizes=(100, 1000, 10_000, 100_000),
+                    far_samples=64, alibi_sizes=(10, 100, 1000), alibi_samples=6000, haar_far_sizes=(10, 100, 1000), engines_far_size=600, engines_samples=64,
+                    adversarial_sizes=(10, 100, 1000), adversarial_iterations=150, residual_sizes=(10, 100, 1000),
+                    residual_samples=5000, se_replicates=40, fast_path_length=37),
+    "full": Preset(coherence_samples=400_000, steps=128, theory_samples=100_000, window_samples=20_000,
+                   contexts=(64, 512, 4096), bias_context=8192, bias_samples=256, transfer=(128, 4096),
+                   transfer_samples=20_000, gap_dims=(8, 32, 128, 512), gap_samples=200_000, haar_max_dim=64,
+                   scores_length=512, scores_offset=128, scores_sequences=128, far_sizes=(100, 10_000, 1_000_000),
+                   far_samples=96, alibi_sizes=(10, 100, 1000, 10_000), alibi_samples=20_000, haar_far_sizes=(10, 100, 1000, 10_000), engines_far_size=1000, engines_samples=96,
+                   adversarial_sizes=(10, 100, 1000, 10_000), adversarial_iterations=300,
+                   residual_sizes=(10, 1000, 100_000), residual_samples=2000, se_replicates=60, fast_path_length=61),
 }
 
 EPS = 0.05
@@ -232,130 +101,312 @@ SLOPE = 0.5
 
 @dataclass(frozen=True)
 class Job:
-    """One check of the report: its label, how many rows it returns, and the function of an rng that runs it."""
+    """One check of the plan: its registered name, the family and its keyword arguments."""
 
-    label: str
-    rows: int
-    run: Callable[[np.random.Generator], list[Measurement]]
+    check: str
+    family: Family
+    kwargs: dict
+
+    @property
+    def identity(self) -> dict:
+        """What the job's random stream is seeded from (never its position in the plan)."""
+        return {"check": self.check, "family": family_name(self.family), "params": family_params(self.family),
+                "kwargs": self.kwargs}
+
+    @property
+    def claim(self) -> str:
+        """The claim this job's rows concern (``engine`` for the fast-path sanity rows)."""
+        return CHECKS[self.check].claim(**self.kwargs)
+
+    @property
+    def label(self) -> str:
+        return f"{self.check} {label(self.family)}"
+
+    def kinds(self) -> tuple[str, ...]:
+        return CHECKS[self.check].kinds(self.family, **self.kwargs)
+
+    def run(self, seed: int) -> list[Measurement]:
+        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=config_words(self.identity)))
+        return CHECKS[self.check].run(self.family, rng, **self.kwargs)
 
 
-def planned_rows(jobs: Sequence[Job]) -> int:
-    """R, the number of rows the report will have: the sum of the rows each job declares."""
-    return sum(job.rows for job in jobs)
+def evidence_rows(jobs: Sequence[Job]) -> int:
+    """R: the number of evidence rows the plan's jobs declare (they share the budget)."""
+    return sum(kind in EVIDENCE for job in jobs for kind in job.kinds())
 
 
-def plan(preset: Preset) -> list[Job]:
-    """The report's checks, in order."""
-    p = preset
-    so2 = make_family("so2-accumulated", dim=16, law="gaussian", sigma=0.5)
-    c1 = [(so2, p.steps), (make_family("so2-accumulated", dim=16, law="vonmises", kappa=2.0), p.steps),
-          (make_family("so2-accumulated", dim=16, law="token", source="markov", stay=0.5), p.steps),
-          (make_family("householder", dim=16, beta=1.0), p.steps),
-          (make_family("householder", dim=16, beta=2.0, w="token", vocab=32), p.steps),
-          (make_family("haar", dim=16), 4), (make_family("givens", dim=8, sigma=1.0), p.steps)]
-    jobs: list[Job] = []
-    for f, steps in c1:
-        jobs.append(Job(f"C1 {_label(f)}", 2, lambda rng, f=f, n=steps: check_incoherence(f, n, p.samples, EPS, rng)))
-    for f in (so2, make_family("householder", dim=16, beta=1.0), make_family("rope", dim=16)):
-        jobs.append(Job(f"C2 {_label(f)}", 2, lambda rng, f=f: check_window(f, p.contexts, max(p.samples // 5, 4), rng)))
-    token = make_family("so2-accumulated", dim=16, law="token", source="markov", stay=0.5)
-    jobs.append(Job(f"C3 {_label(token)}", 2, lambda rng: check_transfer(token, *p.transfer, max(p.samples // 5, 4), rng)))
-    for d in p.dims:
-        gap = [(make_family("so2-accumulated", dim=d, law="uniform", a=math.pi), 1),
-               (make_family("so2-accumulated", dim=d, law="gaussian", sigma=1.0), 32)]
-        gap += [(make_family("haar", dim=d), 1)] if d <= p.haar_max_dim else []
-        for f, offset in gap:
-            jobs.append(Job(f"C4 {_label(f)}", 1, lambda rng, f=f, o=offset: check_score_gap(f, o, 2 * p.samples, rng)))
-    haar = make_family("haar", dim=16)
-    jobs.append(Job(f"C5 {_label(haar)}", 3, lambda rng: check_far_mass(haar, p.haar_far_sizes, S0, p.far_samples, rng)))
-    jobs.append(Job(f"C5 {_label(so2)}", 3, lambda rng: check_far_mass(so2, p.far_sizes, S0, p.far_samples, rng)))
-    reflect = make_family("householder", dim=16, beta=2.0)
-    jobs.append(Job(f"C5 {_label(reflect)}", 1,
-                    lambda rng: check_far_mass(reflect, p.far_sizes[:-1], S0, p.far_samples, rng, with_mass=False)))
-    for f in (make_family("nope", dim=16), so2):
-        jobs.append(Job(f"C5 ALiBi {_label(f)}", 1,
-                        lambda rng, f=f: check_alibi(f, p.far_sizes, S0, SLOPE, p.far_samples, rng)))
-    jobs.append(Job(f"C6 {_label(so2)}", 1, lambda rng: check_values(so2, p.residual_sizes, p.residual_samples, rng)))
+def _so2(**params: Any) -> Family:
+    return make_family("so2-accumulated", **{"dim": 16, **params})
+
+
+def default_families() -> dict[str, Family]:
+    """The report's families: asymmetric on purpose (nonzero mean angles, stay != 1/2, token tables)."""
+    return {
+        "so2": _so2(law="gaussian", mu=0.3, sigma=0.5),
+        "vonmises": _so2(law="vonmises", mu=0.5, kappa=2.0),
+        "token": _so2(law="token", source="markov", stay=0.7),
+        "householder": make_family("householder", dim=16, beta=1.0),
+        "householder-token": make_family("householder", dim=16, beta=2.0, w="token", vocab=32),
+        "haar": make_family("haar", dim=16),
+        "givens": make_family("givens", dim=8, sigma=1.0),
+        "rope": make_family("rope", dim=16),
+        "nope": make_family("nope", dim=16),
+    }
+
+
+def family_checks(f: Family, p: Preset, claims: set[str], *, haar: bool = False) -> list[Job]:
+    """The checks of one family for the claims in ``claims`` (C1 coherence ... C6 residual, plus its fast
+    paths against the reference and one standard-error check)."""
+    ts = p.theory_samples
+    jobs = [Job("fast-paths", f, {"length": p.fast_path_length})]
+    if "C1" in claims:  # Haar is incoherent after one step: a few steps, fewer samples (each step a QR)
+        jobs.append(Job("coherence", f, {"steps": 4 if haar else p.steps, "eps": EPS, "theory_samples": ts,
+                                         "samples": p.coherence_samples // 4 if haar else p.coherence_samples}))
+    if "C2" in claims:  # a deterministic family's window is exact from a handful of paths
+        jobs.append(Job("window", f, {"contexts": p.contexts, "samples": 4 if deterministic(f) else p.window_samples,
+                                      "theory_samples": ts}))
+    if "C3" in claims:
+        jobs.append(Job("transfer", f, {"train": p.transfer[0], "evaluate": p.transfer[1],
+                                        "samples": p.transfer_samples, "theory_samples": ts}))
+    if "C4" in claims:
+        jobs.append(Job("scores-far-variance", f, {"length": p.scores_length, "offset": p.scores_offset,
+                                                   "sequences": p.scores_sequences, "theory_samples": ts}))
+    if "C5" in claims:
+        jobs.append(Job("far-mass-engines", f, {"far_size": p.engines_far_size, "s0": S0, "samples": p.engines_samples}))
+    if "C6" in claims:  # Haar steps are drawn by QR, d^3 each: a shorter residual
+        sizes, samples = (p.residual_sizes[:-1], p.residual_samples) if haar else (p.residual_sizes, p.residual_samples)
+        jobs.append(Job("values", f, {"far_sizes": sizes, "samples": samples, "theory_samples": ts}))
     return jobs
 
 
-def run_jobs(jobs: Sequence[Job], seed: int, progress: bool) -> tuple[list[Measurement], dict]:
-    """Every job's measurements, each job on its own stream (SeedSequence(seed).spawn), and seconds per job.
+def plan(preset: Preset) -> list[Job]:
+    """The default report: every claim on the families it is about (module docstring of ``accum.claims``)."""
+    p, fam = preset, default_families()
+    ts = p.theory_samples
+    jobs: list[Job] = []
+    jobs += family_checks(fam["so2"], p, {"C1", "C2", "C4", "C6"})
+    jobs += family_checks(fam["vonmises"], p, {"C1"})
+    jobs += family_checks(fam["token"], p, {"C1", "C3", "C4", "C5"})
+    jobs += family_checks(fam["householder"], p, {"C1", "C2", "C4", "C5", "C6"})
+    jobs += family_checks(fam["householder-token"], p, {"C1", "C4", "C5"})
+    jobs += family_checks(fam["haar"], p, {"C1", "C4", "C6"}, haar=True)
+    jobs += family_checks(fam["givens"], p, {"C1", "C4", "C5"})
+    jobs += family_checks(fam["rope"], p, {"C2"})
+    jobs.append(Job("window-bias", fam["so2"], {"context": p.bias_context, "samples": p.bias_samples, "theory_samples": ts}))
+    for d in p.gap_dims:
+        gap = [(_so2(dim=d, law="uniform", a=math.pi), 1), (_so2(dim=d, law="gaussian", sigma=1.0), 16)]
+        gap += [(make_family("haar", dim=d), 1)] if d <= p.haar_max_dim else []
+        for f, offset in gap:
+            jobs.append(Job("score-gap", f, {"offset": offset, "samples": p.gap_samples}))
+    jobs.append(Job("far-mass", fam["so2"], {"far_sizes": p.far_sizes, "s0": S0, "samples": p.far_samples}))
+    jobs.append(Job("far-mass", fam["haar"], {"far_sizes": p.haar_far_sizes, "s0": S0, "samples": p.far_samples}))
+    for f in (fam["so2"], fam["nope"]):
+        jobs.append(Job("alibi", f, {"far_sizes": p.alibi_sizes, "s0": S0, "slope": SLOPE,
+                                     "samples": 2 if deterministic(f) else p.alibi_samples}))
+    jobs.append(Job("adversarial-so2", fam["so2"], {"far_sizes": p.adversarial_sizes, "s0": S0,
+                                                    "iterations": p.adversarial_iterations, "starts": 2}))
+    for estimator, f in (("coherence", fam["so2"]), ("window", fam["so2"]), ("score-gap", fam["householder"]),
+                         ("near-weight", fam["so2"]), ("far-residual", fam["so2"])):
+        jobs.append(Job("stderr", f, {"estimator": estimator, "replicates": p.se_replicates,
+                                      "samples": 40 if estimator in ("near-weight",) else 200}))
+    return jobs
 
-    Raises RuntimeError when a job returns another number of rows than it declares: the thresholds were
-    set for the declared count."""
-    streams = np.random.SeedSequence(seed).spawn(len(jobs))
+
+def plan_for_family(preset: Preset, family: Family, claims: set[str]) -> list[Job]:
+    """The report for one (e.g. user-defined) family: its checks for the claims that apply to it, and the
+    standard error of the coherence estimator on it."""
+    jobs = family_checks(family, preset, claims)
+    if "C1" in claims:
+        jobs.append(Job("stderr", family, {"estimator": "coherence", "replicates": preset.se_replicates, "samples": 200}))
+    return jobs
+
+
+def run_plan(jobs: Sequence[Job], seed: int, progress: bool) -> tuple[list[Measurement], dict]:
+    """Every job's measurements (each on its own hashed stream) and seconds per job.  Raises RuntimeError when
+    a job returns other row kinds than it declares: the thresholds were set for the declared rows."""
     measurements: list[Measurement] = []
     timings = {}
-    for job, ss in tqdm(list(zip(jobs, streams)), desc="accum verify", disable=not progress, unit="check"):
+    for job in tqdm(jobs, desc="accum verify", disable=not progress, unit="check"):
         start = time.perf_counter()
-        got = job.run(np.random.default_rng(ss))
+        got = job.run(seed)
         timings[job.label] = time.perf_counter() - start
-        if len(got) != job.rows:
-            raise RuntimeError(f"accum verify: check {job.label!r} returned {len(got)} rows, declared {job.rows}")
+        if tuple(m.kind for m in got) != job.kinds():
+            raise RuntimeError(f"accum verify: check {job.label!r} returned rows {[m.kind for m in got]}, "
+                               f"declared {list(job.kinds())}")
         measurements.extend(got)
     return measurements, timings
 
 
-def claim_verdicts(rows: Sequence[Row]) -> dict[str, bool]:
-    """Per claim in CLAIMS: True when the claim has at least one row and every one of its rows passed."""
-    verdicts = {}
-    for c in CLAIMS:
-        mine = [r.passed for r in rows if r.claim == c]
-        verdicts[c] = len(mine) > 0 and all(mine)
-    return verdicts
+def claim_verdicts(rows: Sequence[Row], claims: Sequence[str]) -> dict[str, bool]:
+    """A claim passes when it has at least one evidence row and every row attributed to it passed."""
+    return {c: any(r.claim == c and r.counts_as_evidence for r in rows) and all(r.passed for r in rows if r.claim == c)
+            for c in claims}
+
+
+def judge_all(measurements: Sequence[Measurement], budget: float, n_evidence: int) -> list[Row]:
+    """Each row judged at its share budget / R of the false-failure budget."""
+    return [judge(m, budget / max(n_evidence, 1)) for m in measurements]
+
+
+def report(jobs: Sequence[Job], claims: Sequence[str], preset: str, seed: int, budget: float,
+           progress: bool = True) -> dict:
+    """Run ``jobs`` and judge them; the whole report as a dict (the JSON contract's ``result``)."""
+    n_evidence = evidence_rows(jobs)
+    measurements, timings = run_plan(jobs, seed, progress)
+    rows = judge_all(measurements, budget, n_evidence)
+    verdicts = claim_verdicts(rows, claims)
+    sanity_ok = all(r.passed for r in rows if r.claim not in claims)
+    return {"preset": preset, "seed": seed, "budget": budget, "evidence_rows": n_evidence,
+            "rows": [asdict(r) for r in rows], "claims": verdicts, "sanity_passed": sanity_ok,
+            "passed": all(verdicts.values()) and sanity_ok, "timings": timings}
 
 
 def run_report(preset_name: str, seed: int, budget: float, progress: bool = True) -> dict:
-    """Run every job of the plan and judge each row at k = z_threshold(budget / R, points), R the planned rows.
-
-    The report passes when every claim passes (``claim_verdicts``)."""
-    jobs = plan(PRESETS[preset_name])
-    n_rows = planned_rows(jobs)
-    measurements, timings = run_jobs(jobs, seed, progress)
-    rows = [judge(m, z_threshold(budget / n_rows, np.size(m.measured))) for m in measurements]
-    claims = claim_verdicts(rows)
-    return {"preset": preset_name, "seed": seed, "budget": budget, "rows": [asdict(r) for r in rows],
-            "claims": claims, "passed": all(claims.values()), "timings": timings,
+    """The default report at ``seed``."""
+    return {**report(plan(PRESETS[preset_name]), list(CLAIMS), preset_name, seed, budget, progress),
             "config": asdict(PRESETS[preset_name])}
 
 
-def format_table(report: dict) -> str:
-    """Fixed-width text table, one line per row, then one verdict line per claim."""
-    head = f"{'claim':<5} {'family':<48} {'check':<52} {'predicted':>11} {'measured':>11} {'se':>9} {'z':>7} {'k':>5}  verdict"
-    lines = [head, "-" * len(head)]
-    for r in report["rows"]:
-        lines.append(f"{r['claim']:<5} {r['family'][:48]:<48} {r['what'][:52]:<52} {r['predicted']:>11.4g} "
-                     f"{r['measured']:>11.4g} {r['stderr']:>9.2g} {r['z']:>7.2f} {r['k']:>5.2f}  {'PASS' if r['passed'] else 'FAIL'}")
+# --- formatting ------------------------------------------------------------------------------------------
+
+COLUMNS = (("claim", 6, "<"), ("family", 44, "<"), ("check", 62, "<"), ("kind", 11, "<"), ("predicted", 11, ">"),
+           ("measured", 11, ">"), ("se", 9, ">"), ("z", 8, ">"), ("k", 6, ">"), ("ref", 7, "<"), ("mde", 7, ">"),
+           ("verdict", 7, "<"))
+
+
+def _cells(r: dict) -> list[str]:
+    ref = r["reference"] + (f"{r['dof']:.0f}" if r["reference"] == "t" else "")
+    mde = "" if r["mde"] is None else f"{100 * r['mde']:.2g}%"
+    z, k = (f"{r['z']:.3g}", f"{r['k']:.2f}") if r["counts_as_evidence"] else ("", "")  # sanity rows: a tolerance
+    return [r["claim"], r["family"], r["what"], r["kind"], f"{r['predicted']:.4g}", f"{r['measured']:.4g}",
+            f"{r['stderr']:.2g}", z, k, ref, mde, "PASS" if r["passed"] else "FAIL"]
+
+
+def _line(cells: Sequence[str]) -> str:
+    out = []
+    for text, (_, width, align) in zip(cells, COLUMNS):
+        text = text if len(text) <= width else text[: width - 1] + "~"
+        out.append(f"{text:{align}{width}}")
+    return " ".join(out).rstrip()
+
+
+def _sections(report_: dict) -> list[tuple[str, list[dict]]]:
+    rows = report_["rows"]
+    return [("evidence (statistical and adversarial rows; they share the false-failure budget)",
+             [r for r in rows if r["counts_as_evidence"]]),
+            ("exact and sanity (deterministic rows and sample-by-sample bounds: shown, fail the report if "
+             "violated, not evidence)", [r for r in rows if not r["counts_as_evidence"]])]
+
+
+def format_table(report_: dict) -> str:
+    """Fixed-width text: the evidence rows, the exact and sanity rows, then one verdict line per claim."""
+    head = _line([c[0] for c in COLUMNS])
+    lines = []
+    for title, rows in _sections(report_):
+        lines += ["", title, head, "-" * len(head)] + [_line(_cells(r)) for r in rows]
     lines.append("")
-    for c, ok in report["claims"].items():
-        lines.append(f"{c} {'PASS' if ok else 'FAIL'}  {CLAIMS[c]}")
-    lines.append(f"report {'PASS' if report['passed'] else 'FAIL'} (preset {report['preset']}, seed {report['seed']}, "
-                 f"false-failure budget {report['budget']:g} for the whole report)")
+    for c, ok in report_["claims"].items():
+        lines.append(f"{c} {'PASS' if ok else 'FAIL'}  {CLAIMS.get(c, c)}")
+    lines.append(f"sanity {'PASS' if report_['sanity_passed'] else 'FAIL'}  exact rows and bounds")
+    lines.append(f"report {'PASS' if report_['passed'] else 'FAIL'} (preset {report_['preset']}, seed {report_['seed']}, "
+                 f"false-failure budget {report_['budget']:g} over {report_['evidence_rows']} evidence rows)")
     return "\n".join(lines)
 
 
-def format_markdown(report: dict) -> str:
-    out = [f"# accum verify ({report['preset']}, seed {report['seed']}, budget {report['budget']:g})", "",
-           "| claim | family | check | predicted | measured | se | z | k | verdict |", "|---|---|---|---:|---:|---:|---:|---:|---|"]
-    for r in report["rows"]:
-        out.append(f"| {r['claim']} | {r['family']} | {r['what']} | {r['predicted']:.4g} | {r['measured']:.4g} | "
-                   f"{r['stderr']:.2g} | {r['z']:.2f} | {r['k']:.2f} | {'PASS' if r['passed'] else '**FAIL**'} |")
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|")
+
+
+def format_markdown(report_: dict) -> str:
+    out = [f"# accum verify ({report_['preset']}, seed {report_['seed']}, budget {report_['budget']:g})"]
+    for title, rows in _sections(report_):
+        out += ["", f"## {_md(title)}", "", "| " + " | ".join(c[0] for c in COLUMNS) + " |",
+                "|" + "|".join("---:" if c[2] == ">" else "---" for c in COLUMNS) + "|"]
+        out += ["| " + " | ".join(_md(x) for x in _cells(r)) + " |" for r in rows]
     out += ["", "| claim | statement | verdict |", "|---|---|---|"]
-    out += [f"| {c} | {CLAIMS[c]} | {'PASS' if ok else '**FAIL**'} |" for c, ok in report["claims"].items()]
+    out += [f"| {c} | {_md(CLAIMS.get(c, c))} | {'PASS' if ok else '**FAIL**'} |" for c, ok in report_["claims"].items()]
     return "\n".join(out) + "\n"
+
+
+# --- calibration -----------------------------------------------------------------------------------------
+
+
+def _report_outcome(args: tuple[str, int, float]) -> dict:
+    """One calibration run: the report at ``seed``, reduced to pass/fail per row (picklable, for the pool)."""
+    preset, seed, budget = args
+    r = run_report(preset, seed, budget, progress=False)
+    return {"seed": seed, "passed": r["passed"], "rows": [(x["claim"], x["family"], x["what"], x["passed"],
+                                                           x["counts_as_evidence"]) for x in r["rows"]]}
+
+
+def calibrate(preset: str, runs: int, seed: int, budget: float, workers: int, client: Any, progress: bool) -> dict:
+    """The report at seeds seed + 1 .. seed + runs: its false-failure rate with a 95% Clopper-Pearson interval,
+    and each evidence row's failures against its share runs * budget / R."""
+    items = [(preset, seed + 1 + i, budget) for i in range(runs)]
+    outcomes = []
+    with tqdm(total=runs, desc="accum verify --calibrate", unit="report", disable=not progress) as bar:
+        for _, outcome in map_outcomes(_report_outcome, items, workers, client):
+            if isinstance(outcome, Exception):
+                raise outcome
+            outcomes.append(outcome)
+            bar.update()
+    failures = sum(not o["passed"] for o in outcomes)
+    lo, hi = binomial_interval(failures, runs)
+    first = outcomes[0]["rows"]  # every run has the plan's rows in the plan's order
+    n_evidence = sum(row[4] for row in first)
+    share = runs * budget / max(n_evidence, 1)
+    rows = []
+    for i, (c, f, w, _, e) in enumerate(first):
+        n = sum(not o["rows"][i][3] for o in outcomes)
+        rows.append({"claim": c, "family": f, "what": w, "evidence": e, "failures": n, "expected": share if e else 0.0,
+                     "ratio_to_share": (n / share) if e else None})
+    return {"preset": preset, "runs": runs, "first_seed": seed + 1, "budget": budget, "failures": failures,
+            "rate": failures / runs, "interval95": [lo, hi], "evidence_rows": n_evidence, "rows": rows,
+            "seeds_failed": sorted(o["seed"] for o in outcomes if not o["passed"])}
+
+
+def format_calibration(c: dict) -> str:
+    lo, hi = c["interval95"]
+    lines = [f"accum verify --calibrate {c['runs']} --{c['preset']}: {c['failures']} of {c['runs']} reports failed, "
+             f"rate {c['rate']:.4f}, 95% interval [{lo:.4f}, {hi:.4f}] (budget {c['budget']:g})",
+             f"each of the {c['evidence_rows']} evidence rows may fail {c['runs'] * c['budget'] / c['evidence_rows']:.3g} "
+             "times in expectation (its share); rows that failed:"]
+    failed = sorted((r for r in c["rows"] if r["failures"]), key=lambda r: -r["failures"])
+    for r in failed:
+        share = f"{r['ratio_to_share']:.1f}x share" if r["evidence"] else "sanity row"
+        lines.append(f"  {r['failures']:4d}  {share:<12} {r['claim']:<6} {r['family'][:40]:<40} {r['what'][:60]}")
+    if not failed:
+        lines.append("  none")
+    return "\n".join(lines)
+
+
+# --- command line ----------------------------------------------------------------------------------------
 
 
 def add_verify(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="check every claim C1-C6; exit 1 if any fails")
     size = p.add_mutually_exclusive_group()
-    size.add_argument("--quick", dest="preset", action="store_const", const="quick", help="under 2 minutes (default)")
-    size.add_argument("--full", dest="preset", action="store_const", const="full", help="tighter, larger (< 20 min)")
+    size.add_argument("--quick", dest="preset", action="store_const", const="quick", help="about a minute (default)")
+    size.add_argument("--full", dest="preset", action="store_const", const="full", help="tighter, larger")
     p.set_defaults(preset="quick", run=run_verify)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--budget", type=float, default=0.01, help="false-failure probability for the whole report, in [1e-12, 1) (default 0.01)")
+    p.add_argument("--budget", type=float, default=0.01,
+                   help="false-failure probability for the whole report, in [1e-12, 1) (default 0.01)")
+    p.add_argument("--family", help="verify one family (built-in name or module:Class) on every claim that applies")
+    p.add_argument("--param", action="append", metavar="K=V", help="parameter of --family (repeatable)")
+    p.add_argument("--calibrate", type=int, metavar="N", help="run the report at N fresh seeds; print its failure rate")
+    p.add_argument("--workers", type=int, metavar="K", help="local processes for --calibrate (default: usable CPUs)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="Dask scheduler for --calibrate")
     p.add_argument("--json", metavar="PATH")
     p.add_argument("--markdown", metavar="PATH")
+
+
+def applicable_claims(family: Family, seed: int) -> tuple[set[str], dict]:
+    """The claims ``accum check`` says apply to ``family`` (its report's ``claims`` dict)."""
+    from accum.theory.checks import check
+
+    found = check(family, rng=np.random.default_rng(seed))
+    return {c for c, v in found.claims.items() if v["applies"]}, found.claims
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -367,12 +418,52 @@ def run_verify(args: argparse.Namespace) -> int:
             check_output_path(path, option)
     if args.json is not None and args.markdown is not None and Path(args.json).resolve() == Path(args.markdown).resolve():
         raise ParamError(f"--json and --markdown name the same file {args.json}; give two paths")
+    if args.param and not args.family:
+        raise ParamError("--param needs --family")
+    if args.calibrate is not None:
+        return run_calibrate(args)
+    if args.workers is not None or args.scheduler is not None:
+        raise ParamError("--workers and --scheduler apply to --calibrate only")
     start = time.perf_counter()
-    report = run_report(args.preset, args.seed, args.budget, progress=True)
-    print(format_table(report))
+    preset = PRESETS[args.preset]
+    if args.family:
+        family = make_family(args.family, **parse_assignments(args.param, "--param"))
+        claims, why = applicable_claims(family, args.seed)
+        result = report(plan_for_family(preset, family, claims), sorted(claims), args.preset, args.seed, args.budget)
+        result["skipped_claims"] = {c: why[c]["why"] for c in CLAIMS if c not in claims}
+        result["config"] = {"family": family_name(family), "params": family_params(family), **asdict(preset)}
+    else:
+        result = run_report(args.preset, args.seed, args.budget)
+    print(format_table(result))
+    for c, why in result.get("skipped_claims", {}).items():
+        print(f"{c} not run: {why}")
     if args.json is not None:
-        atomic_write_json(args.json, make_record("verify", {"preset": args.preset, "budget": args.budget, **report["config"]},
-                                                 report, args.seed, {"seconds": time.perf_counter() - start, **report["timings"]}))
+        atomic_write_json(args.json, make_record("verify", {"preset": args.preset, "budget": args.budget, **result["config"]},
+                                                 result, args.seed, {"seconds": time.perf_counter() - start, **result["timings"]}))
     if args.markdown is not None:
-        atomic_write_text(args.markdown, format_markdown(report))
-    return 0 if report["passed"] else 1
+        atomic_write_text(args.markdown, format_markdown(result))
+    return 0 if result["passed"] else 1
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    if isinstance(args.calibrate, bool) or not 1 <= args.calibrate <= 100_000:
+        raise ParamError(f"--calibrate must be an integer in [1, 100000], got {args.calibrate!r}")
+    if args.family:
+        raise ParamError("--calibrate runs the default report; leave out --family")
+    if args.scheduler is not None:
+        check_scheduler(args.scheduler, "--scheduler")
+        if args.workers is not None:
+            raise ParamError("give --workers (local processes) or --scheduler (Dask), not both")
+    workers = default_workers() if args.workers is None else check_workers(args.workers, "--workers")
+    start = time.perf_counter()
+    from accum.simulations.sweep import connect
+    import contextlib
+
+    with connect(args.scheduler) if args.scheduler else contextlib.nullcontext() as client:
+        result = calibrate(args.preset, args.calibrate, args.seed, args.budget, workers, client, progress=True)
+    print(format_calibration(result))
+    if args.json is not None:
+        atomic_write_json(args.json, make_record("verify-calibration", {"preset": args.preset, "budget": args.budget,
+                                                                        "runs": args.calibrate}, result, args.seed,
+                                                 {"seconds": time.perf_counter() - start}))
+    return 0

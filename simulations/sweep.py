@@ -36,7 +36,7 @@ import tomllib
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import scipy
@@ -445,22 +445,22 @@ def single_thread_env() -> Iterator[None]:
             os.environ.pop(name, None)
 
 
-def serial_outcomes(jobs: list[Job]) -> Iterator[tuple[Job, dict | Exception]]:
-    """In-process: (job, record or the exception it raised), in order."""
-    for job in jobs:
+def serial_outcomes(fn: Callable[[Any], Any], items: list) -> Iterator[tuple[Any, Any]]:
+    """In-process: (item, fn(item) or the exception it raised), in order."""
+    for item in items:
         try:
-            outcome: dict | Exception = run_job(job)
+            outcome = fn(item)
         except Exception as err:  # a failing job is reported and retried on the next run, not fatal
             outcome = err
-        yield job, outcome
+        yield item, outcome
 
 
-def pool_outcomes(jobs: list[Job], workers: int) -> Iterator[tuple[Job, dict | Exception]]:
+def pool_outcomes(fn: Callable[[Any], Any], items: list, workers: int) -> Iterator[tuple[Any, Any]]:
     """Local ``spawn`` process pool of ``workers`` single-threaded processes; outcomes as they finish."""
     with single_thread_env():
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
         try:
-            futures = {pool.submit(run_job, job): job for job in jobs}
+            futures = {pool.submit(fn, item): item for item in items}
             for future in as_completed(futures):
                 yield futures[future], future.exception() or future.result()
         finally:
@@ -499,8 +499,8 @@ def connect(address: str):
         raise ParamError(f"--scheduler {address}: cannot connect ({err})") from None
 
 
-def dask_outcomes(jobs: list[Job], client) -> Iterator[tuple[Job, dict | Exception]]:
-    """Jobs on a connected Dask distributed ``client``; outcomes as they finish.
+def dask_outcomes(fn: Callable[[Any], Any], items: list, client) -> Iterator[tuple[Any, Any]]:
+    """``fn`` over ``items`` on a connected Dask distributed ``client``; outcomes as they finish.
 
     Nanny-started Dask workers already run with OMP/MKL/OpenBLAS threads = 1
     (``distributed.nanny.pre-spawn-environ``).  Records travel back over Dask's own (pickle) protocol, i.e.
@@ -508,19 +508,26 @@ def dask_outcomes(jobs: list[Job], client) -> Iterator[tuple[Job, dict | Excepti
     """
     from distributed import as_completed as dask_as_completed
 
-    futures = {client.submit(run_job, job, pure=False): job for job in jobs}
+    futures = {client.submit(fn, item, pure=False): item for item in items}
     for future in dask_as_completed(futures, loop=client.loop):
         yield futures[future], future.result() if future.status == "finished" else future.exception()
         future.release()
 
 
-def outcomes(jobs: list[Job], workers: int, client) -> Iterator[tuple[Job, dict | Exception]]:
-    """Choose the executor: Dask if ``client``, a process pool if workers > 1 and jobs > 1, else serial."""
+def map_outcomes(fn: Callable[[Any], Any], items: list, workers: int, client) -> Iterator[tuple[Any, Any]]:
+    """The one job runner: (item, fn(item) or its exception) for every item, as they finish -- on Dask if
+    ``client``, on a process pool if workers > 1 and there is more than one item, else in this process.
+    ``fn`` must be a module-level function (it is pickled for the pool and Dask)."""
     if client is not None:
-        return dask_outcomes(jobs, client)
-    if workers > 1 and len(jobs) > 1:
-        return pool_outcomes(jobs, min(workers, len(jobs)))
-    return serial_outcomes(jobs)
+        return dask_outcomes(fn, items, client)
+    if workers > 1 and len(items) > 1:
+        return pool_outcomes(fn, items, min(workers, len(items)))
+    return serial_outcomes(fn, items)
+
+
+def outcomes(jobs: list[Job], workers: int, client) -> Iterator[tuple[Job, dict | Exception]]:
+    """Measurement jobs through ``map_outcomes``: each outcome is the job's record or the exception it raised."""
+    return map_outcomes(run_job, jobs, workers, client)
 
 
 def run_sweep(grid: Grid, *, workers: int = 1, scheduler: str | None = None, progress: bool = False,

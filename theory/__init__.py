@@ -16,6 +16,6 @@ states the formula, "reconstruction" where it is derived here):
 """
 
 from ._common import NoClosedForm
-from .predict import QUANTITIES, predict
+from .predict import QUANTITIES, Prediction, predict, prediction
 
-__all__ = ["NoClosedForm", "QUANTITIES", "predict"]
+__all__ = ["NoClosedForm", "Prediction", "QUANTITIES", "predict", "prediction"]

@@ -25,6 +25,7 @@ Lie walk's second moment, ...) raise ``NoClosedForm``, a ``NotImplementedError``
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -186,3 +187,19 @@ def predict(quantity: str, family: Any, **options: Any) -> Any:
     except TypeError as err:
         raise ValueError(f"predict({quantity!r}): bad options {sorted(options)} ({err})") from None
     return fn(family, **options)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A prediction with its own standard error (0 for a closed form) and where it comes from."""
+
+    value: Any
+    stderr: Any
+    source: str
+    samples: int = 0
+
+
+def prediction(quantity: str, family: Any, *, rng: Any = None, samples: int | None = None, **options: Any) -> Prediction:
+    """``predict`` as a ``Prediction`` (closed forms only; stderr 0)."""
+    value = predict(quantity, family, **options)
+    return Prediction(value, np.zeros_like(np.asarray(value, dtype=float)), "closed form", 0)

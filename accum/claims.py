@@ -1,0 +1,417 @@
+"""The checks behind ``accum verify``: each measures one claim's quantity by Monte Carlo and returns rows.
+
+Every check is a function ``check(family, rng, **sizes) -> list[Measurement]`` registered with the kinds of
+the rows it returns (``CHECKS[name].kinds(family, **sizes)``), so the report knows how many evidence rows it
+has -- and each row's share of the false-failure budget -- before anything runs.
+
+Probes are asymmetric on purpose (q != k, drawn from the check's own stream; families with nonzero mean
+angles; a Markov token source with stay != 1/2), so that a reversed product, a flipped rotation direction or
+a source that ignores its transitions changes the measured value.  Each family also goes once through the
+all-pairs ``scores`` fast path (C4, and C5's second engine), and once through an exact comparison of its
+fast paths with the plain fp64 reference (a sanity row).
+
+Predictions come from ``accum.theory.prediction``: closed forms for the built-in laws, estimated from moment
+operators (with their own standard errors) otherwise; each row says which.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from accum.simulations import estimators as est
+from accum.simulations import reference
+from accum.simulations.families import Family, family_name, family_params
+from accum.simulations.steps import AngleSteps
+from accum.theory import far, prediction
+from accum.theory.predict import NoClosedForm
+
+from .verdict import Measurement, dispersion
+
+#: jackknife groups used by the nonlinear estimators (``estimators.group_sizes``): G - 1 degrees of freedom
+JACKKNIFE_GROUPS = 16
+
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """A registered check: the claim its rows concern (``claim(**sizes)``), the function and the kinds of
+    the rows it returns (``kinds(family, **sizes)``)."""
+
+    claim: Callable[..., str]
+    run: Callable[..., list[Measurement]]
+    kinds: Callable[..., tuple[str, ...]]
+
+
+CHECKS: dict[str, CheckSpec] = {}
+
+#: the claim each estimator's standard-error check concerns
+ESTIMATOR_CLAIMS = {"coherence": "C1", "window": "C2", "score-gap": "C4", "near-weight": "C5", "far-residual": "C6"}
+
+
+def register(name: str, claim: str | Callable[..., str], kinds: Callable[..., tuple[str, ...]]):
+    """Add the decorated check to ``CHECKS`` under ``name``; ``claim`` is a claim name or a function of the
+    check's keyword arguments."""
+    def wrap(fn):
+        CHECKS[name] = CheckSpec(claim if callable(claim) else (lambda **_: claim), fn, kinds)
+        return fn
+    return wrap
+
+
+def label(family: Family) -> str:
+    """Short name with the parameters that differ from the family's defaults, e.g. ``householder(d=16, beta=2)``."""
+    params = family_params(family)
+    defaults = {}
+    cls = type(family)
+    if hasattr(cls, "PARAMS"):
+        defaults = {s.name: s.default for s in cls.PARAMS}
+    inner = [f"{k}={v}" for k, v in params.items() if k != "dim" and defaults.get(k, object()) != v]
+    return f"{family_name(family)}(d={family.dim}{', ' if inner else ''}{', '.join(inner)})"
+
+
+def measurement(claim: str, family: Family, what: str, kind: str, measured: Any, stderr: Any, predicted: Any,
+                n: int, **kw: Any) -> Measurement:
+    return Measurement(claim, label(family), what, kind, np.asarray(measured, float), np.asarray(stderr, float),
+                       np.asarray(predicted, float), int(n), params={"family": family_name(family), **family_params(family)},
+                       **kw)
+
+
+def probe_pair(dim: int, rng: np.random.Generator, overlap: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+    """Unit q and k = normalise(q + overlap u), q and u independent uniform unit vectors: q != k, q.k ~ 0.9."""
+    q = rng.normal(size=dim)
+    q /= np.linalg.norm(q)
+    u = rng.normal(size=dim)
+    k = q + overlap * u / np.linalg.norm(u)
+    return q, k / np.linalg.norm(k)
+
+
+# --- C1: incoherence -------------------------------------------------------------------------------------
+
+
+@register("coherence", "C1", lambda family, **_: ("statistical", "statistical"))
+def check_coherence(family: Family, rng: np.random.Generator, *, steps: int, samples: int, eps: float,
+                    theory_samples: int) -> list[Measurement]:
+    """c(n) = E q^T A_n ... A_1 k for n = 1..steps (random q != k) against theory, and |c(steps)| <= eps."""
+    q, k = probe_pair(family.dim, rng)
+    e = est.coherence(family, steps, samples, rng, q=q, k=k)
+    p = prediction("coherence", family, rng=rng, samples=theory_samples, steps=steps, q=q, k=k)
+    return [measurement("C1", family, f"c(n) = E q'A_n..A_1 k, n=1..{steps} (q != k)", "statistical", e.mean[1:],
+                        e.stderr[1:], np.asarray(p.value)[1:], e.n, pred_stderr=np.asarray(p.stderr)[1:], source=p.source),
+            measurement("C1", family, f"|c({steps})| <= {eps} (decayed)", "statistical", abs(e.mean[-1]), e.stderr[-1],
+                        eps, e.n, side="upper", source="claim")]
+
+
+# --- C2: finite window -----------------------------------------------------------------------------------
+
+
+def deterministic(family: Family) -> bool:
+    return family_name(family) in ("rope", "nope")
+
+
+def _window_kinds(family: Family, **_) -> tuple[str, ...]:
+    return ("exact", "exact") if deterministic(family) else ("statistical", "statistical")
+
+
+def last_row_sums(family: Family, context: int, samples: int, rng: np.random.Generator, q: np.ndarray,
+                  k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group sums, sums of squares and sizes of the last query's row s_{T-1, T-1-Delta}, Delta = 0..T-1.
+
+    The row is read through the engine's transposed transport: q pulled back over Delta steps, read against k.
+    """
+    def draw(b: int) -> np.ndarray:
+        return family.sample(rng, context, b).transposed().bilinear(k, q)[:, :context]
+
+    return est.grouped_sums(draw, samples, (context + 1) * family.dim, least=4)
+
+
+@register("window", "C2", _window_kinds)
+def check_window(family: Family, rng: np.random.Generator, *, contexts: Sequence[int], samples: int,
+                 theory_samples: int) -> list[Measurement]:
+    """W(T) at each T (the estimator) against theory, and the growth W(T_max) - W(T_min) by a paired design.
+
+    Growth: one set of length-T_max paths gives both W(T_max) (all offsets) and W(T_min) (the first T_min
+    offsets of the same paths), so their difference is the tail sum_{T_min <= Delta < T_max} c(Delta)^2 with
+    the common part cancelled (jackknife over groups); theory: W(T_max) - W(T_min).  RoPE is deterministic:
+    its rows are exact (the contrast: its window grows with T as its theory says).
+    """
+    ests = [est.window(family, t, samples, rng) for t in contexts]
+    preds = [prediction("window", family, rng=rng, samples=theory_samples, context=t) for t in contexts]
+    w, se = np.array([e.mean for e in ests]), np.array([e.stderr for e in ests])
+    pw, pse = np.array([float(p.value) for p in preds]), np.array([float(np.asarray(p.stderr)) for p in preds])
+    t_min, t_max = contexts[0], contexts[-1]
+    one = np.full(family.dim, 1.0 / math.sqrt(family.dim))
+    sums, squares, sizes = last_row_sums(family, t_max, samples, rng, one, one)
+
+    def tail(total: np.ndarray, total_sq: np.ndarray, n: int) -> float:
+        return float(np.sum(((total**2 - total_sq) / (n * (n - 1)))[t_min:]))
+
+    growth, growth_se = est.jackknife(tail, [sums, squares], sizes)
+    exact = deterministic(family)
+    kind = "exact" if exact else "statistical"
+    ref = {} if exact else {"reference": "t", "dof": JACKKNIFE_GROUPS - 1}
+    contrast = " (contrast: grows)" if family_name(family) == "rope" else ""
+    return [measurement("C2", family, f"window W(T), T={list(contexts)}", kind, w, se, pw, ests[0].n,
+                        pred_stderr=pse, source=preds[0].source, floor=1e-9, **ref),
+            measurement("C2", family, f"growth W({t_max}) - W({t_min}), paired{contrast}", kind, float(growth),
+                        float(growth_se), pw[-1] - pw[0], int(sizes.sum()), pred_stderr=math.hypot(pse[0], pse[-1]),
+                        source=preds[0].source, floor=1e-9, effect_scale=pw[0], **ref)]
+
+
+@register("window-bias", "C2", lambda family, **_: ("statistical",))
+def check_window_bias(family: Family, rng: np.random.Generator, *, context: int, samples: int,
+                      theory_samples: int) -> list[Measurement]:
+    """W(T) at a long context with few samples: without the unbiased c^2 the estimate would be high by about
+    T Var(s) / n (noise counted as width), far beyond its standard error here."""
+    e = est.window(family, context, samples, rng)
+    p = prediction("window", family, rng=rng, samples=theory_samples, context=context)
+    return [measurement("C2", family, f"W({context}) from {samples} paths (noise must not add width)", "statistical",
+                        e.mean, e.stderr, p.value, e.n, pred_stderr=p.stderr, source=p.source, reference="t",
+                        dof=JACKKNIFE_GROUPS - 1)]
+
+
+# --- C3: transfer ----------------------------------------------------------------------------------------
+
+
+@register("transfer", "C3", lambda family, **_: ("statistical", "statistical"))
+def check_transfer(family: Family, rng: np.random.Generator, *, train: int, evaluate: int, samples: int,
+                   theory_samples: int) -> list[Measurement]:
+    """c_T(Delta), Delta < train, at T = train against theory, and the same profile at T = evaluate minus it."""
+    short = est.offset_profile(family, train, samples, rng)
+    long = est.offset_profile(family, evaluate, samples, rng)
+    p = prediction("coherence", family, rng=rng, samples=theory_samples, steps=train - 1)
+    diff_se = np.hypot(short.stderr, long.stderr[:train])
+    keep = slice(1, None)  # Delta = 0 is q.k exactly
+    return [measurement("C3", family, f"profile c_T(Delta) at T={train} vs theory", "statistical", short.mean[keep],
+                        short.stderr[keep], np.asarray(p.value)[keep], short.n, pred_stderr=np.asarray(p.stderr)[keep],
+                        source=p.source),
+            measurement("C3", family, f"profile at T={evaluate} minus at T={train}, Delta<{train}", "statistical",
+                        (long.mean[:train] - short.mean)[keep], diff_se[keep], 0.0, short.n, source="claim",
+                        effect_scale=float(np.max(np.abs(np.asarray(p.value)[keep]))))]
+
+
+# --- C4: score gap ---------------------------------------------------------------------------------------
+
+
+@register("score-gap", "C4", lambda family, **_: ("statistical",))
+def check_score_gap(family: Family, rng: np.random.Generator, *, offset: int, samples: int) -> list[Measurement]:
+    """d E[s_far^2] = |q|^2 |k|^2 = 1 (the claim's concentration scale; a law that does not mix, such as a
+    lattice, matches its own moments but not this, and fails)."""
+    e = est.score_gap(family, offset, samples, rng)
+    return [measurement("C4", family, f"d E[s^2] at Delta={offset} vs |q|^2|k|^2 (gap sqrt(d) far sd)",
+                        "statistical", e.mean, e.stderr, 1.0, e.n, source="claim (Haar value)")]
+
+
+@register("scores-far-variance", "C4", lambda family, **_: ("statistical",))
+def check_scores_far_variance(family: Family, rng: np.random.Generator, *, length: int, offset: int, sequences: int,
+                              theory_samples: int) -> list[Measurement]:
+    """Through the all-pairs ``scores`` fast path: d E[s_{i, i-Delta}^2] with q != k at every token, averaged
+    over the queries i >= Delta of each long sequence; standard error from the spread of the per-sequence
+    means (t with sequences - 1 dof).  Prediction: the family's far second moment for (q, k)."""
+    q, k = probe_pair(family.dim, rng)
+    qs, ks = np.broadcast_to(q, (length, family.dim)), np.broadcast_to(k, (length, family.dim))
+    i = np.arange(offset, length)
+    per_seq = np.concatenate([family.dim * np.mean(family.sample(rng, length, b).scores(qs, ks)[:, i, i - offset] ** 2,
+                                                   axis=1) for b in est.batches(sequences, 4 * length * length)])
+    p = prediction("far-variance", family, rng=rng, samples=theory_samples, offset=offset, q=q, k=k)
+    return [measurement("C4", family, f"d E[s^2] at Delta={offset} from scores(), T={length}, q != k", "statistical",
+                        per_seq.mean(), per_seq.std(ddof=1) / math.sqrt(sequences), p.value, sequences,
+                        pred_stderr=p.stderr, source=p.source, reference="t", dof=sequences - 1)]
+
+
+# --- C5: far mass, the bound, ALiBi ----------------------------------------------------------------------
+
+
+def _has_far_mass(family: Family) -> bool:
+    try:
+        prediction("far-mass", family, far_sizes=[1], s0=1.0)
+    except (NoClosedForm, NotImplementedError):
+        return False
+    return True
+
+
+def _far_mass_kinds(family: Family, **_) -> tuple[str, ...]:
+    return ("bound", "statistical", "statistical") if _has_far_mass(family) else ("bound",)
+
+
+@register("far-mass", "C5", _far_mass_kinds)
+def check_far_mass(family: Family, rng: np.random.Generator, *, far_sizes: Sequence[int], s0: float,
+                   samples: int) -> list[Measurement]:
+    """Near weight under the norm bound 1/(1 + N e^{-2 s0}) (a sanity row: it holds sample by sample for steps
+    of norm <= 1); where the theory has it, the far mass E sum e^{s - s0} on the log scale (t, n - 1 dof) and
+    the Jensen bound E w >= 1/(1 + E M) one-sided."""
+    e = est.near_weight(family, far_sizes, s0, samples, rng)
+    sizes = np.asarray(far_sizes)
+    rows = [measurement("C5", family, f"near weight <= 1/(1+N e^(-2 s0)), s0={s0}, N={list(far_sizes)}", "bound",
+                        e.mean, 0.0, far.lower_bound(sizes, s0), e.n, side="upper", floor=1e-12, source="bound")]
+    if _has_far_mass(family):
+        mass = prediction("far-mass", family, far_sizes=sizes, s0=s0)
+        rows.append(measurement("C5", family, f"far mass E sum e^(s-s0), N={list(far_sizes)} (log scale)",
+                                "statistical", e.extra["far_mass"], e.extra["far_mass_stderr"], mass.value, e.n,
+                                pred_stderr=mass.stderr, scale="log", reference="t", dof=e.n - 1, source=mass.source))
+        rows.append(measurement("C5", family, f"near weight >= 1/(1 + E far mass) (Jensen), N={far_sizes[-1]}",
+                                "statistical", e.mean[-1], e.stderr[-1], 1.0 / (1.0 + np.asarray(mass.value)[-1]), e.n,
+                                side="lower", reference="t", dof=e.n - 1, source="Jensen bound of the closed form"))
+    return rows
+
+
+def _alibi_kinds(family: Family, **_) -> tuple[str, ...]:
+    return ("exact",) if deterministic(family) else ("statistical",)
+
+
+@register("alibi", "C5", _alibi_kinds)
+def check_alibi(family: Family, rng: np.random.Generator, *, far_sizes: Sequence[int], s0: float, slope: float,
+                samples: int) -> list[Measurement]:
+    """With the ALiBi bias -slope Delta the far mass converges (summable); measured against the theory's far
+    mass with the bias, two-sided on the log scale (exact for the deterministic NoPE baseline)."""
+    e = est.near_weight(family, far_sizes, s0, samples, rng, alibi_slope=slope)
+    mass = prediction("far-mass", family, far_sizes=np.asarray(far_sizes), s0=s0, slope=slope)
+    kind = _alibi_kinds(family)[0]
+    ref = {} if kind == "exact" else {"reference": "t", "dof": e.n - 1}
+    return [measurement("C5", family, f"ALiBi slope {slope}: far mass, N={list(far_sizes)} (log scale)", kind,
+                        e.extra["far_mass"], e.extra["far_mass_stderr"], mass.value, e.n, scale="log",
+                        floor=1e-9, source=mass.source, **ref)]
+
+
+@register("far-mass-engines", "C5", lambda family, **_: ("statistical",))
+def check_far_mass_engines(family: Family, rng: np.random.Generator, *, far_size: int, s0: float,
+                           samples: int) -> list[Measurement]:
+    """The far mass M(N) = sum_{Delta=1}^N e^{s_Delta - s0} two ways: the streaming estimator (chunked
+    log-sum-exp over transported queries) and the last row of the all-pairs ``scores`` fast path on fresh
+    sequences of length N + 1.  Both estimate E M(N); their log-ratio is held to 0 (two-sample z, t with the
+    smaller sample's dof).  For families without a closed far mass this is C5's statistical row."""
+    streamed = est.near_weight(family, [far_size], s0, samples, rng, chunk=max(1, far_size // 3))
+    one = np.full(family.dim, 1.0 / math.sqrt(family.dim))
+    length = far_size + 1
+    probes = np.broadcast_to(one, (length, family.dim))
+    masses = np.concatenate([np.sum(np.exp(s0 * family.sample(rng, length, b).scores(probes, probes)[:, -1, :-1] - s0),
+                                    axis=1) for b in est.batches(samples, 4 * length * length)])
+    return [measurement("C5", family, f"far mass at N={far_size}: streaming vs all-pairs scores() (log scale)",
+                        "statistical", streamed.extra["far_mass"][0], streamed.extra["far_mass_stderr"][0],
+                        masses.mean(), samples, pred_stderr=masses.std(ddof=1) / math.sqrt(samples), scale="log",
+                        reference="t", dof=samples - 1, source="second engine (scores fast path)")]
+
+
+def _far_logits(theta: np.ndarray, coef: np.ndarray, s0: float) -> np.ndarray:
+    """s0 q^T R(-Theta_Delta) k for Delta = 1..N from step angles theta (N, d/2) and plane coefficients
+    c_b = conj(z_qb) z_kb: s0 sum_b Re(c_b e^{-i Theta_b})."""
+    return s0 * (np.exp(-1j * np.cumsum(theta, axis=0)) @ coef).real
+
+
+@register("adversarial-so2", "C5", lambda family, **_: ("adversarial", "adversarial"))
+def check_adversarial(family: Family, rng: np.random.Generator, *, far_sizes: Sequence[int], s0: float,
+                      iterations: int, starts: int) -> list[Measurement]:
+    """C5 as stated: no choice of rotations keeps the near weight.  For each N, gradient ascent on the step
+    angles of an SO(2) sequence (``starts`` random starts, ``iterations`` Adam-like steps on
+    log sum_Delta e^{s_Delta}) minimises the far mass; the best sequence found is then run through the engine
+    (``AngleSteps.transposed().transport``) and its near weight held to the bound 1/(1 + N e^{-2 s0}).
+    The row passes when the best found obeys the bound at every N and decays with N; it reports how tight the
+    bound is (best found / bound)."""
+    d = family.dim
+    one = np.full(d, 1.0 / math.sqrt(d))
+    coef = np.conj(one[0::2] + 1j * one[1::2]) * (one[0::2] + 1j * one[1::2])
+    best = []
+    for n in far_sizes:
+        found = 0.0
+        for _ in range(starts):
+            theta = rng.uniform(-math.pi, math.pi, size=(n, d // 2))
+            m, v = np.zeros_like(theta), np.zeros_like(theta)
+            for it in range(1, iterations + 1):
+                cum = np.cumsum(theta, axis=0)
+                logits = s0 * (np.exp(-1j * cum) @ coef).real
+                w = np.exp(logits - logits.max())
+                w /= w.sum()
+                # d logits_Delta / d Theta_{Delta b} = s0 Im(c_b e^{-i Theta_b}); Theta_Delta = sum_{t <= Delta} theta_t
+                g_cum = w[:, None] * s0 * (coef[None, :] * np.exp(-1j * cum)).imag
+                grad = np.cumsum(g_cum[::-1], axis=0)[::-1]  # d/d theta_t = sum_{Delta >= t}
+                m = 0.9 * m + 0.1 * grad
+                v = 0.999 * v + 0.001 * grad**2
+                theta -= 0.05 * (m / (1 - 0.9**it)) / (np.sqrt(v / (1 - 0.999**it)) + 1e-12)
+            path = AngleSteps(theta[None]).transposed().transport(one)[0, 1:]
+            logits = s0 * path @ one
+            weight = 1.0 / (1.0 + np.exp(np.logaddexp.reduce(logits) - s0))
+            found = max(found, float(weight))
+        best.append(found)
+    best = np.array(best)
+    bound = far.lower_bound(np.asarray(far_sizes), s0)
+    return [measurement("C5", family, f"adversarial: best near weight found <= bound (measured/predicted: "
+                        f"tightness), N={list(far_sizes)}", "adversarial", best, 0.0, bound,
+                        starts, side="upper", floor=1e-12, source="bound"),
+            measurement("C5", family, "adversarial: best near weight found decays with N (largest step up)",
+                        "adversarial", np.max(np.diff(best)), 0.0, 0.0, starts, side="upper", floor=1e-12,
+                        source="claim")]
+
+
+# --- C6: value rotation ----------------------------------------------------------------------------------
+
+
+@register("values", "C6", lambda family, **_: ("statistical", "exact"))
+def check_values(family: Family, rng: np.random.Generator, *, far_sizes: Sequence[int], samples: int,
+                 theory_samples: int) -> list[Measurement]:
+    """|r(N)|^2/|m|^2 with value rotation against theory (-> (1+rho)/((1-rho) N)); without value rotation the
+    residual is m itself, |r|^2/|m|^2 = 1 (the QK-only contrast, exact)."""
+    e = est.far_residual(family, far_sizes, samples, rng)
+    p = prediction("far-residual", family, rng=rng, samples=theory_samples, far_sizes=np.asarray(far_sizes))
+    plain = est.far_residual(family, far_sizes[:1], 2, rng, value_rotation=False)
+    return [measurement("C6", family, f"|r(N)|^2/|m|^2 with value rotation, N={list(far_sizes)}", "statistical",
+                        e.mean, e.stderr, p.value, e.n, pred_stderr=p.stderr, source=p.source),
+            measurement("C6", family, "QK-only contrast: |r|^2/|m|^2 = 1", "exact", plain.mean, 0.0, 1.0, plain.n,
+                        floor=1e-12, source="closed form")]
+
+
+# --- standard errors -------------------------------------------------------------------------------------
+
+
+def _replicates(run: Callable[[], est.Estimate], pick: Callable[[est.Estimate], tuple[float, float]],
+                replicates: int) -> tuple[np.ndarray, np.ndarray]:
+    pairs = [pick(run()) for _ in range(replicates)]
+    return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+
+
+@register("stderr", lambda estimator, **_: ESTIMATOR_CLAIMS[estimator], lambda family, **_: ("statistical",))
+def check_stderr(family: Family, rng: np.random.Generator, *, estimator: str, replicates: int,
+                 samples: int) -> list[Measurement]:
+    """The reported standard error of one estimator against the spread of independent replicates:
+    F = s^2_between / mean se^2 ~ F(R - 1, R nu) (``verdict.dispersion``), two-sided, so errors 3x too small
+    and 3x too large both fail."""
+    if estimator == "coherence":
+        run, pick, dof = (lambda: est.coherence(family, 8, samples, rng)), (lambda e: (e.mean[4], e.stderr[4])), samples - 1
+    elif estimator == "window":
+        run, pick, dof = (lambda: est.window(family, 32, samples, rng)), (lambda e: (e.mean, e.stderr)), JACKKNIFE_GROUPS - 1
+    elif estimator == "score-gap":
+        run, pick, dof = (lambda: est.score_gap(family, 16, samples, rng)), (lambda e: (e.mean, e.stderr)), samples - 1
+    elif estimator == "near-weight":
+        run, pick, dof = ((lambda: est.near_weight(family, [200], 4.0, samples, rng)),
+                          (lambda e: (e.extra["far_mass"][0], e.extra["far_mass_stderr"][0])), samples - 1)
+    elif estimator == "far-residual":
+        run, pick, dof = (lambda: est.far_residual(family, [50], samples, rng)), (lambda e: (e.mean[0], e.stderr[0])), samples - 1
+    else:
+        raise ValueError(f"unknown estimator {estimator!r}; known: {', '.join(ESTIMATOR_CLAIMS)}")
+    values, errors = _replicates(run, pick, replicates)
+    _, z = dispersion(values, errors, dof)
+    return [measurement(ESTIMATOR_CLAIMS[estimator], family,
+                        f"se of {estimator}: var(replicates)/mean(se^2) ~ F({replicates - 1}, {replicates * dof}), "
+                        "as z", "statistical", z, 1.0, 0.0, replicates * samples,
+                        source="F dispersion test")]
+
+
+# --- exact: fast paths against the plain reference -------------------------------------------------------
+
+
+@register("fast-paths", "engine", lambda family, **_: ("exact",))
+def check_fast_paths(family: Family, rng: np.random.Generator, *, length: int) -> list[Measurement]:
+    """``steps.scores`` and ``steps.bilinear`` against ``reference.scores`` / ``reference.transport`` (dense
+    fp64 loops) on one sequence of odd length with different random q_i, k_j at every token: max |difference|."""
+    steps = family.sample(rng, length, 2)
+    q, k = rng.normal(size=(2, length, family.dim)), rng.normal(size=(2, length, family.dim))
+    mats = steps.dense()
+    fast, plain = steps.scores(q, k), reference.scores(mats, q, k)
+    mask = np.tril(np.ones((length, length), dtype=bool))
+    gap = float(np.max(np.abs(fast[:, mask] - plain[:, mask])))
+    line = steps.bilinear(q[:, 0], k[:, 0])
+    plain_line = np.einsum("btd,bd->bt", reference.transport(mats, k[:, 0]), q[:, 0])
+    gap = max(gap, float(np.max(np.abs(line - plain_line))))
+    scale = float(np.max(np.abs(plain[:, mask])))
+    return [measurement("engine", family, f"scores() and bilinear() vs the fp64 reference, T={length} (max |diff|)",
+                        "exact", gap, 0.0, 0.0, 2, side="upper", floor=1e-9 * max(scale, 1.0), source="reference")]

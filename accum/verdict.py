@@ -1,0 +1,186 @@
+"""Turning one measured row into a verdict: the reference distribution, the threshold, the detectable effect.
+
+A row holds points x_i (a curve, or one value) with standard errors se_i, predictions p_i and, where the
+prediction is itself estimated (moment operators of a user family), prediction standard errors pse_i.
+
+* kind: ``statistical`` (Monte Carlo against a prediction; evidence), ``adversarial`` (the best case a search
+  found, held to a bound; evidence), ``exact`` (deterministic, se = 0) and ``bound`` (holds sample by sample
+  when the assumptions hold).  Exact and bound rows are sanity checks: they fail the report when violated but
+  are not evidence and take no share of the false-failure budget (they cannot fail by chance).
+* scale: ``linear`` z = (x - p) / sqrt(se^2 + pse^2 + floor^2); ``log`` (skewed positive quantities such as a
+  far mass, whose sample mean has a long right tail) z = (log x - log p) / sqrt((se/x)^2 + (pse/p)^2 + floor^2),
+  the delta method on the log scale, where the sampling law is closer to symmetric.
+* reference: ``normal``, or ``t`` with ``dof`` degrees of freedom where the standard error comes from few
+  independent pieces (a delete-one-group jackknife over G groups has G - 1; a mean of n samples n - 1).
+* threshold: a row gets the share alpha_r = budget / R of the report's false-failure budget (R the number of
+  evidence rows, Bonferroni), split over its m points: two-sided k = F^{-1}(1 - alpha_r / (2 m)), one-sided
+  k = F^{-1}(1 - alpha_r / m), F the reference distribution.  A correct implementation then fails the whole
+  report with probability at most ``budget`` (up to the accuracy of the reference distribution, which
+  ``accum verify --calibrate`` measures).
+* mde: the smallest relative error of the prediction the row would detect at its threshold,
+  min_i k sqrt(se_i^2 + pse_i^2) / |p_i| over the points (the best-resolved point; log rows: k times the
+  relative standard error).  A row with mde = 0.02 catches a closed form that is 2% off.
+
+Dispersion rows check a standard error itself: R independent replicate estimates x_r with reported se_r
+(each se_r^2 ~ Var x chi^2_nu / nu) give F = s^2_between / mean_r se_r^2 ~ F(R - 1, R nu) when the reported
+errors are right; too small errors push F up, too large ones down.  The row reports the two-sided tail
+probability as its normal-equivalent z.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import stats as sps
+
+KINDS = ("statistical", "adversarial", "exact", "bound")
+EVIDENCE = ("statistical", "adversarial")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One row's numbers before its verdict (module docstring for the fields' meaning).
+
+    side: ``two`` (|z| <= k), ``upper`` (z <= k: the measurement must not exceed the prediction) or ``lower``
+    (z >= -k).  source: where the prediction comes from ("closed form", "estimated ...", "bound",
+    "second engine", ...).  floor: an absolute (linear) or relative (log) tolerance for rounding.
+    """
+
+    claim: str
+    family: str
+    what: str
+    kind: str
+    measured: np.ndarray
+    stderr: np.ndarray
+    predicted: np.ndarray
+    n: int
+    pred_stderr: np.ndarray | float = 0.0
+    side: str = "two"
+    reference: str = "normal"
+    dof: float | None = None
+    scale: str = "linear"
+    floor: float = 1e-12
+    source: str = "closed form"
+    effect_scale: float | None = None
+    params: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+        if self.reference not in ("normal", "t") or (self.reference == "t" and not (self.dof and self.dof >= 1)):
+            raise ValueError(f"reference must be 'normal' or 't' with dof >= 1, got {self.reference!r}, {self.dof!r}")
+
+    @property
+    def counts_as_evidence(self) -> bool:
+        return self.kind in EVIDENCE
+
+    @property
+    def points(self) -> int:
+        return int(np.size(self.measured))
+
+
+@dataclass(frozen=True)
+class Row:
+    """A judged row: the worst point's numbers, the threshold and the verdict (the JSON contract)."""
+
+    claim: str
+    family: str
+    what: str
+    kind: str
+    counts_as_evidence: bool
+    predicted: float
+    measured: float
+    stderr: float
+    pred_stderr: float
+    z: float
+    k: float
+    reference: str
+    dof: float | None
+    scale: str
+    side: str
+    points: int
+    n: int
+    mde: float | None
+    source: str
+    passed: bool
+    params: dict
+
+
+def reference_isf(p: float, reference: str, dof: float | None) -> float:
+    """Upper-tail quantile: P(X > k) = p for X standard normal or Student t with ``dof``."""
+    return float(sps.norm.isf(p) if reference == "normal" else sps.t.isf(p, dof))
+
+
+def threshold(m: Measurement, alpha: float) -> float:
+    """k for the row's share ``alpha`` of the budget, split over its points, on its side and reference."""
+    per_point = alpha / max(m.points, 1)
+    return reference_isf(per_point / 2.0 if m.side == "two" else per_point, m.reference, m.dof)
+
+
+def z_scores(m: Measurement) -> np.ndarray:
+    """Standardised differences on the row's scale (module docstring)."""
+    x, se, p, pse = np.broadcast_arrays(*(np.atleast_1d(np.asarray(a, dtype=float))
+                                          for a in (m.measured, m.stderr, m.predicted, m.pred_stderr)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if m.scale == "log":
+            return (np.log(x) - np.log(p)) / np.sqrt((se / x) ** 2 + (pse / p) ** 2 + m.floor**2)
+        return (x - p) / np.sqrt(se**2 + pse**2 + m.floor**2)
+
+
+def min_detectable_effect(m: Measurement, k: float) -> float | None:
+    """min over points of k sqrt(se^2 + pse^2) / |p| (relative; |p| replaced by ``effect_scale`` where given;
+    log rows: k sqrt((se/x)^2 + (pse/p)^2)); None for rows that are not statistical or have no scale."""
+    if m.kind != "statistical":
+        return None
+    x, se, p, pse = np.broadcast_arrays(*(np.atleast_1d(np.asarray(a, dtype=float))
+                                          for a in (m.measured, m.stderr, m.predicted, m.pred_stderr)))
+    scale = np.abs(p) if m.effect_scale is None else np.full_like(p, abs(m.effect_scale))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if m.scale == "log":
+            rel = k * np.sqrt((se / x) ** 2 + (pse / p) ** 2)
+        else:
+            rel = k * np.sqrt(se**2 + pse**2) / scale
+    rel = rel[np.isfinite(rel)]
+    return float(rel.min()) if rel.size else None
+
+
+def judge(m: Measurement, alpha: float) -> Row:
+    """The verdict of one row at its budget share ``alpha`` (ignored for exact and bound rows, k = 1 on z
+    measured in units of ``floor``); the worst point on the row's side is reported."""
+    z = z_scores(m)
+    k = threshold(m, alpha) if m.counts_as_evidence else 1.0
+    if m.side == "two":
+        worst, ok = int(np.nanargmax(np.abs(z))) if np.any(np.isfinite(z)) else 0, bool(np.all(np.abs(z) <= k))
+    elif m.side == "upper":
+        worst, ok = int(np.nanargmax(z)) if np.any(np.isfinite(z)) else 0, bool(np.all(z <= k))
+    else:
+        worst, ok = int(np.nanargmin(z)) if np.any(np.isfinite(z)) else 0, bool(np.all(z >= -k))
+    ok = ok and bool(np.all(np.isfinite(z)))
+    x, se, p, pse = (np.broadcast_to(np.atleast_1d(np.asarray(a, dtype=float)), z.shape)
+                     for a in (m.measured, m.stderr, m.predicted, m.pred_stderr))
+    return Row(m.claim, m.family, m.what, m.kind, m.counts_as_evidence, float(p[worst]), float(x[worst]),
+               float(se[worst]), float(pse[worst]), float(z[worst]), k, m.reference if m.counts_as_evidence else "exact",
+               m.dof, m.scale, m.side, m.points, m.n, min_detectable_effect(m, k), m.source, ok, m.params)
+
+
+def dispersion(values: np.ndarray, stderrs: np.ndarray, dof: float) -> tuple[float, float]:
+    """(F, z): F = s^2_between / mean se^2 against F(R - 1, R dof), z its two-sided normal equivalent
+    (positive when the replicates spread more than their reported errors say: errors too small)."""
+    x, se = np.asarray(values, dtype=float), np.asarray(stderrs, dtype=float)
+    r = x.size
+    with np.errstate(divide="ignore", invalid="ignore"):  # identical replicates with se = 0: nan, a failure
+        ratio = float(np.var(x, ddof=1) / np.mean(se**2))
+    lower = sps.f.cdf(ratio, r - 1, r * dof)
+    upper = sps.f.sf(ratio, r - 1, r * dof)
+    z = float(sps.norm.isf(upper)) if upper < lower else float(-sps.norm.isf(lower))
+    return ratio, z
+
+
+def binomial_interval(failures: int, runs: int, level: float = 0.95) -> tuple[float, float]:
+    """Clopper-Pearson interval for a failure probability from ``failures`` of ``runs``."""
+    a = (1.0 - level) / 2.0
+    lo = 0.0 if failures == 0 else float(sps.beta.ppf(a, failures, runs - failures + 1))
+    hi = 1.0 if failures == runs else float(sps.beta.ppf(1.0 - a, failures + 1, runs - failures))
+    return lo, hi
+
