@@ -15,6 +15,7 @@ measures its false-failure rate.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -27,7 +28,8 @@ from tqdm import tqdm
 from accum.simulations.families import Family, family_name, family_params, make_family
 from accum.simulations.params import ParamError, check_seed, parse_assignments
 from accum.simulations.results import atomic_write_json, atomic_write_text, check_output_path, make_record
-from accum.simulations.sweep import check_scheduler, check_workers, config_words, default_workers, map_outcomes
+from accum.simulations.sweep import (check_scheduler, check_workers, config_words, connect, default_workers,
+                                    map_outcomes)
 
 from .claims import CHECKS, deterministic, label
 from .verdict import EVIDENCE, Measurement, Row, binomial_interval, judge
@@ -221,20 +223,37 @@ def plan_for_family(preset: Preset, family: Family, claims: set[str]) -> list[Jo
     return jobs
 
 
-def run_plan(jobs: Sequence[Job], seed: int, progress: bool) -> tuple[list[Measurement], dict]:
-    """Every job's measurements (each on its own hashed stream) and seconds per job.  Raises RuntimeError when
-    a job returns other row kinds than it declares: the thresholds were set for the declared rows."""
-    measurements: list[Measurement] = []
+def run_job(item: tuple[int, Job, int]) -> tuple[list[Measurement], float]:
+    """Job ``item = (position, job, seed)`` at the report's seed: its measurements and its seconds
+    (module-level, so a pool can pickle it)."""
+    _, job, seed = item
+    start = time.perf_counter()
+    got = job.run(seed)
+    return got, time.perf_counter() - start
+
+
+def run_plan(jobs: Sequence[Job], seed: int, progress: bool, workers: int = 1, client: Any = None
+             ) -> tuple[list[Measurement], dict]:
+    """Every job's measurements in plan order (each on its own hashed stream, so the executor -- this process,
+    a local pool of ``workers`` or a Dask ``client`` -- does not change them) and seconds per job.  Raises
+    RuntimeError when a job fails or returns other row kinds than it declares: the thresholds were set for the
+    declared rows."""
+    results: dict[int, list[Measurement]] = {}
     timings = {}
-    for job in tqdm(jobs, desc="accum verify", disable=not progress, unit="check"):
-        start = time.perf_counter()
-        got = job.run(seed)
-        timings[job.label] = time.perf_counter() - start
-        if tuple(m.kind for m in got) != job.kinds():
-            raise RuntimeError(f"accum verify: check {job.label!r} returned rows {[m.kind for m in got]}, "
-                               f"declared {list(job.kinds())}")
-        measurements.extend(got)
-    return measurements, timings
+    items = [(i, job, seed) for i, job in enumerate(jobs)]
+    with tqdm(total=len(jobs), desc="accum verify", disable=not progress, unit="check") as bar:
+        for item, outcome in map_outcomes(run_job, items, workers, client):
+            position, job, _ = item
+            if isinstance(outcome, Exception):
+                raise RuntimeError(f"accum verify: check {job.label!r} failed: {type(outcome).__name__}: {outcome}") from outcome
+            got, seconds = outcome
+            if tuple(m.kind for m in got) != job.kinds():
+                raise RuntimeError(f"accum verify: check {job.label!r} returned rows {[m.kind for m in got]}, "
+                                   f"declared {list(job.kinds())}")
+            results[position] = got
+            timings[job.label] = seconds
+            bar.update()
+    return [m for i in range(len(jobs)) for m in results[i]], timings
 
 
 def claim_verdicts(rows: Sequence[Row], claims: Sequence[str]) -> dict[str, bool]:
@@ -249,10 +268,10 @@ def judge_all(measurements: Sequence[Measurement], budget: float, n_evidence: in
 
 
 def report(jobs: Sequence[Job], claims: Sequence[str], preset: str, seed: int, budget: float,
-           progress: bool = True) -> dict:
-    """Run ``jobs`` and judge them; the whole report as a dict (the JSON contract's ``result``)."""
+           progress: bool = True, workers: int = 1, client: Any = None) -> dict:
+    """Run ``jobs`` (``run_plan``) and judge them; the whole report as a dict (the JSON contract's ``result``)."""
     n_evidence = evidence_rows(jobs)
-    measurements, timings = run_plan(jobs, seed, progress)
+    measurements, timings = run_plan(jobs, seed, progress, workers, client)
     rows = judge_all(measurements, budget, n_evidence)
     verdicts = claim_verdicts(rows, claims)
     sanity_ok = all(r.passed for r in rows if r.claim not in claims)
@@ -261,9 +280,10 @@ def report(jobs: Sequence[Job], claims: Sequence[str], preset: str, seed: int, b
             "passed": all(verdicts.values()) and sanity_ok, "timings": timings}
 
 
-def run_report(preset_name: str, seed: int, budget: float, progress: bool = True) -> dict:
+def run_report(preset_name: str, seed: int, budget: float, progress: bool = True, workers: int = 1,
+               client: Any = None) -> dict:
     """The default report at ``seed``."""
-    return {**report(plan(PRESETS[preset_name]), list(CLAIMS), preset_name, seed, budget, progress),
+    return {**report(plan(PRESETS[preset_name]), list(CLAIMS), preset_name, seed, budget, progress, workers, client),
             "config": asdict(PRESETS[preset_name])}
 
 
@@ -395,8 +415,8 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--family", help="verify one family (built-in name or module:Class) on every claim that applies")
     p.add_argument("--param", action="append", metavar="K=V", help="parameter of --family (repeatable)")
     p.add_argument("--calibrate", type=int, metavar="N", help="run the report at N fresh seeds; print its failure rate")
-    p.add_argument("--workers", type=int, metavar="K", help="local processes for --calibrate (default: usable CPUs)")
-    p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="Dask scheduler for --calibrate")
+    p.add_argument("--workers", type=int, metavar="K", help="local processes (default 1; --calibrate: usable CPUs)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run the checks (or --calibrate's reports) on Dask")
     p.add_argument("--json", metavar="PATH")
     p.add_argument("--markdown", metavar="PATH")
 
@@ -420,20 +440,25 @@ def run_verify(args: argparse.Namespace) -> int:
         raise ParamError(f"--json and --markdown name the same file {args.json}; give two paths")
     if args.param and not args.family:
         raise ParamError("--param needs --family")
+    if args.scheduler is not None:
+        check_scheduler(args.scheduler, "--scheduler")
+        if args.workers is not None:
+            raise ParamError("give --workers (local processes) or --scheduler (Dask), not both")
     if args.calibrate is not None:
         return run_calibrate(args)
-    if args.workers is not None or args.scheduler is not None:
-        raise ParamError("--workers and --scheduler apply to --calibrate only")
+    workers = 1 if args.workers is None else check_workers(args.workers, "--workers")
     start = time.perf_counter()
     preset = PRESETS[args.preset]
-    if args.family:
-        family = make_family(args.family, **parse_assignments(args.param, "--param"))
-        claims, why = applicable_claims(family, args.seed)
-        result = report(plan_for_family(preset, family, claims), sorted(claims), args.preset, args.seed, args.budget)
-        result["skipped_claims"] = {c: why[c]["why"] for c in CLAIMS if c not in claims}
-        result["config"] = {"family": family_name(family), "params": family_params(family), **asdict(preset)}
-    else:
-        result = run_report(args.preset, args.seed, args.budget)
+    with connect(args.scheduler) if args.scheduler else contextlib.nullcontext() as client:
+        if args.family:
+            family = make_family(args.family, **parse_assignments(args.param, "--param"))
+            claims, why = applicable_claims(family, args.seed)
+            result = report(plan_for_family(preset, family, claims), sorted(claims), args.preset, args.seed,
+                            args.budget, True, workers, client)
+            result["skipped_claims"] = {c: why[c]["why"] for c in CLAIMS if c not in claims}
+            result["config"] = {"family": family_name(family), "params": family_params(family), **asdict(preset)}
+        else:
+            result = run_report(args.preset, args.seed, args.budget, True, workers, client)
     print(format_table(result))
     for c, why in result.get("skipped_claims", {}).items():
         print(f"{c} not run: {why}")
@@ -450,15 +475,8 @@ def run_calibrate(args: argparse.Namespace) -> int:
         raise ParamError(f"--calibrate must be an integer in [1, 100000], got {args.calibrate!r}")
     if args.family:
         raise ParamError("--calibrate runs the default report; leave out --family")
-    if args.scheduler is not None:
-        check_scheduler(args.scheduler, "--scheduler")
-        if args.workers is not None:
-            raise ParamError("give --workers (local processes) or --scheduler (Dask), not both")
     workers = default_workers() if args.workers is None else check_workers(args.workers, "--workers")
     start = time.perf_counter()
-    from accum.simulations.sweep import connect
-    import contextlib
-
     with connect(args.scheduler) if args.scheduler else contextlib.nullcontext() as client:
         result = calibrate(args.preset, args.calibrate, args.seed, args.budget, workers, client, progress=True)
     print(format_calibration(result))

@@ -101,6 +101,14 @@ def test_seeds_come_from_the_check_identity_not_its_position():
     assert float(alone[0].measured) == float(together[-1].measured)
 
 
+def test_a_process_pool_gives_the_same_rows_as_this_process():
+    jobs = v.plan(v.PRESETS["quick"])
+    few = [j for j in jobs if j.check in ("fast-paths", "score-gap")][5:9]
+    serial, _ = v.run_plan(few, 3, progress=False)
+    pooled, _ = v.run_plan(few, 3, progress=False, workers=2)
+    assert [(m.what, float(np.max(m.measured))) for m in serial] == [(m.what, float(np.max(m.measured))) for m in pooled]
+
+
 def test_evidence_rows_are_derived_from_the_plan():
     jobs = v.plan(v.PRESETS["quick"])
     assert v.evidence_rows(jobs) == sum(k in ("statistical", "adversarial") for j in jobs for k in j.kinds())
@@ -187,7 +195,7 @@ def test_calibrate_counts_failures_per_row(monkeypatch, capsys, tmp_path):
 
 @pytest.mark.parametrize("argv, flag", [
     (["--calibrate", "0"], "--calibrate"), (["--calibrate", "2", "--family", "haar"], "--family"),
-    (["--workers", "2"], "--workers"), (["--param", "dim=4"], "--param"), (["--budget", "2"], "--budget"),
+    (["--workers", "0"], "--workers"), (["--workers", "2", "--scheduler", "tcp://h:1"], "--scheduler"), (["--param", "dim=4"], "--param"), (["--budget", "2"], "--budget"),
     (["--calibrate", "2", "--scheduler", "http://x"], "--scheduler"),
 ])
 def test_bad_options_are_one_line_exit_2(argv, flag, capsys, tmp_path):
