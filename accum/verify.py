@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import pkgutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -27,9 +28,10 @@ from tqdm import tqdm
 
 from accum.simulations.families import Family, family_name, family_params, make_family
 from accum.simulations.params import ParamError, check_seed, parse_assignments
-from accum.simulations.results import atomic_write_json, atomic_write_text, check_output_path, make_record
-from accum.simulations.sweep import (check_scheduler, check_workers, config_words, connect, default_workers,
-                                    map_outcomes)
+from accum.simulations.results import (ResultError, atomic_write_json, atomic_write_text, check_output_path, jsonable,
+                                      make_output_dir, make_record, read_record)
+from accum.simulations.sweep import (check_scheduler, check_workers, code_identity, config_words, connect,
+                                    default_workers, digest, map_outcomes)
 
 from .claims import CHECKS, deterministic, label
 from .verdict import EVIDENCE, Measurement, Row, binomial_interval, judge
@@ -232,16 +234,55 @@ def run_job(item: tuple[int, Job, int]) -> tuple[list[Measurement], float]:
     return got, time.perf_counter() - start
 
 
-def run_plan(jobs: Sequence[Job], seed: int, progress: bool, workers: int = 1, client: Any = None
-             ) -> tuple[list[Measurement], dict]:
+def verify_modules() -> tuple[str, ...]:
+    """The modules a check's numbers depend on: ``accum.claims`` and every module of the engine and the theory
+    (their sources fingerprint a cached check, ``sweep.code_identity``)."""
+    import accum.simulations
+    import accum.theory
+
+    names = [f"{pkg.__name__}.{m.name}" for pkg in (accum.simulations, accum.theory)
+             for m in pkgutil.iter_modules(pkg.__path__)]
+    return ("accum.claims", *sorted(names))
+
+
+ARRAY_FIELDS = ("measured", "stderr", "predicted", "pred_stderr")
+
+
+def cache_key(job: Job, seed: int, code: dict) -> dict:
+    return {"identity": job.identity, "seed": seed, "code": code}
+
+
+def load_cached(cache: Path, key: dict) -> list[Measurement] | None:
+    """A finished check's measurements from ``cache`` (None when missing, corrupt or of another key)."""
+    try:
+        record = read_record(cache / f"{digest(key)}.json")
+    except ResultError:
+        return None
+    if record["config"] != jsonable(key):
+        return None
+    return [Measurement(**{**m, **{f: np.asarray(m[f], float) for f in ARRAY_FIELDS}})
+            for m in record["result"]["measurements"]]
+
+
+def run_plan(jobs: Sequence[Job], seed: int, progress: bool, workers: int = 1, client: Any = None,
+             cache: Path | None = None) -> tuple[list[Measurement], dict]:
     """Every job's measurements in plan order (each on its own hashed stream, so the executor -- this process,
-    a local pool of ``workers`` or a Dask ``client`` -- does not change them) and seconds per job.  Raises
-    RuntimeError when a job fails or returns other row kinds than it declares: the thresholds were set for the
-    declared rows."""
+    a local pool of ``workers`` or a Dask ``client`` -- does not change them) and seconds per job.
+
+    With ``cache`` (a directory) each finished check is saved as ``<sha256 of its key>.json``, the key being its
+    identity, the seed and the code version (``verify_modules``), and a re-run reuses it.  Raises RuntimeError
+    when a job fails or returns other row kinds than it declares: the thresholds were set for the declared rows.
+    """
+    code = code_identity(verify_modules()) if cache is not None else {}
     results: dict[int, list[Measurement]] = {}
     timings = {}
-    items = [(i, job, seed) for i, job in enumerate(jobs)]
-    with tqdm(total=len(jobs), desc="accum verify", disable=not progress, unit="check") as bar:
+    if cache is not None:
+        for i, job in enumerate(jobs):
+            found = load_cached(cache, cache_key(job, seed, code))
+            if found is not None and tuple(m.kind for m in found) == job.kinds():
+                results[i], timings[job.label] = found, 0.0
+    items = [(i, job, seed) for i, job in enumerate(jobs) if i not in results]
+    with tqdm(total=len(jobs), initial=len(results), desc="accum verify", disable=not progress, unit="check") as bar:
         for item, outcome in map_outcomes(run_job, items, workers, client):
             position, job, _ = item
             if isinstance(outcome, Exception):
@@ -252,6 +293,10 @@ def run_plan(jobs: Sequence[Job], seed: int, progress: bool, workers: int = 1, c
                                    f"declared {list(job.kinds())}")
             results[position] = got
             timings[job.label] = seconds
+            if cache is not None:
+                key = cache_key(job, seed, code)
+                atomic_write_json(cache / f"{digest(key)}.json", make_record(
+                    "verify-check", key, {"measurements": [asdict(m) for m in got]}, seed, {"seconds": seconds}))
             bar.update()
     return [m for i in range(len(jobs)) for m in results[i]], timings
 
@@ -268,10 +313,10 @@ def judge_all(measurements: Sequence[Measurement], budget: float, n_evidence: in
 
 
 def report(jobs: Sequence[Job], claims: Sequence[str], preset: str, seed: int, budget: float,
-           progress: bool = True, workers: int = 1, client: Any = None) -> dict:
+           progress: bool = True, workers: int = 1, client: Any = None, cache: Path | None = None) -> dict:
     """Run ``jobs`` (``run_plan``) and judge them; the whole report as a dict (the JSON contract's ``result``)."""
     n_evidence = evidence_rows(jobs)
-    measurements, timings = run_plan(jobs, seed, progress, workers, client)
+    measurements, timings = run_plan(jobs, seed, progress, workers, client, cache)
     rows = judge_all(measurements, budget, n_evidence)
     verdicts = claim_verdicts(rows, claims)
     sanity_ok = all(r.passed for r in rows if r.claim not in claims)
@@ -281,9 +326,10 @@ def report(jobs: Sequence[Job], claims: Sequence[str], preset: str, seed: int, b
 
 
 def run_report(preset_name: str, seed: int, budget: float, progress: bool = True, workers: int = 1,
-               client: Any = None) -> dict:
+               client: Any = None, cache: Path | None = None) -> dict:
     """The default report at ``seed``."""
-    return {**report(plan(PRESETS[preset_name]), list(CLAIMS), preset_name, seed, budget, progress, workers, client),
+    return {**report(plan(PRESETS[preset_name]), list(CLAIMS), preset_name, seed, budget, progress, workers, client,
+                     cache),
             "config": asdict(PRESETS[preset_name])}
 
 
@@ -318,6 +364,16 @@ def _sections(report_: dict) -> list[tuple[str, list[dict]]]:
              "violated, not evidence)", [r for r in rows if not r["counts_as_evidence"]])]
 
 
+def _detectable(rows: Sequence[dict], claim: str) -> str:
+    """The claim's detectable relative error in its closed forms, as text: per family the best (smallest)
+    minimum detectable effect of its rows held to a closed form, then the worst over the families."""
+    best: dict[str, float] = {}
+    for r in rows:
+        if r["claim"] == claim and r["source"] == "closed form" and r["mde"] is not None:
+            best[r["family"]] = min(best.get(r["family"], math.inf), r["mde"])
+    return f"  (a closed form {100 * max(best.values()):.2g}% off fails)" if best else ""
+
+
 def format_table(report_: dict) -> str:
     """Fixed-width text: the evidence rows, the exact and sanity rows, then one verdict line per claim."""
     head = _line([c[0] for c in COLUMNS])
@@ -326,7 +382,7 @@ def format_table(report_: dict) -> str:
         lines += ["", title, head, "-" * len(head)] + [_line(_cells(r)) for r in rows]
     lines.append("")
     for c, ok in report_["claims"].items():
-        lines.append(f"{c} {'PASS' if ok else 'FAIL'}  {CLAIMS.get(c, c)}")
+        lines.append(f"{c} {'PASS' if ok else 'FAIL'}  {CLAIMS.get(c, c)}{_detectable(report_['rows'], c)}")
     lines.append(f"sanity {'PASS' if report_['sanity_passed'] else 'FAIL'}  exact rows and bounds")
     lines.append(f"report {'PASS' if report_['passed'] else 'FAIL'} (preset {report_['preset']}, seed {report_['seed']}, "
                  f"false-failure budget {report_['budget']:g} over {report_['evidence_rows']} evidence rows)")
@@ -417,6 +473,7 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--calibrate", type=int, metavar="N", help="run the report at N fresh seeds; print its failure rate")
     p.add_argument("--workers", type=int, metavar="K", help="local processes (default 1; --calibrate: usable CPUs)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run the checks (or --calibrate's reports) on Dask")
+    p.add_argument("--cache", metavar="DIR", help="save each finished check here; a re-run reuses it")
     p.add_argument("--json", metavar="PATH")
     p.add_argument("--markdown", metavar="PATH")
 
@@ -447,6 +504,7 @@ def run_verify(args: argparse.Namespace) -> int:
     if args.calibrate is not None:
         return run_calibrate(args)
     workers = 1 if args.workers is None else check_workers(args.workers, "--workers")
+    cache = None if args.cache is None else make_output_dir(args.cache, "--cache")
     start = time.perf_counter()
     preset = PRESETS[args.preset]
     with connect(args.scheduler) if args.scheduler else contextlib.nullcontext() as client:
@@ -454,11 +512,11 @@ def run_verify(args: argparse.Namespace) -> int:
             family = make_family(args.family, **parse_assignments(args.param, "--param"))
             claims, why = applicable_claims(family, args.seed)
             result = report(plan_for_family(preset, family, claims), sorted(claims), args.preset, args.seed,
-                            args.budget, True, workers, client)
+                            args.budget, True, workers, client, cache)
             result["skipped_claims"] = {c: why[c]["why"] for c in CLAIMS if c not in claims}
             result["config"] = {"family": family_name(family), "params": family_params(family), **asdict(preset)}
         else:
-            result = run_report(args.preset, args.seed, args.budget, True, workers, client)
+            result = run_report(args.preset, args.seed, args.budget, True, workers, client, cache)
     print(format_table(result))
     for c, why in result.get("skipped_claims", {}).items():
         print(f"{c} not run: {why}")

@@ -109,6 +109,21 @@ def test_a_process_pool_gives_the_same_rows_as_this_process():
     assert [(m.what, float(np.max(m.measured))) for m in serial] == [(m.what, float(np.max(m.measured))) for m in pooled]
 
 
+def test_a_rerun_with_a_cache_reuses_finished_checks_and_recomputes_corrupt_ones(tmp_path, monkeypatch):
+    jobs = [j for j in v.plan(v.PRESETS["quick"]) if j.check in ("fast-paths", "score-gap")][5:8]
+    first, _ = v.run_plan(jobs, 2, progress=False, cache=tmp_path)
+    files = sorted(tmp_path.glob("*.json"))
+    assert len(files) == 3
+    files[0].write_text("{ half a file")
+    calls = []
+    real = v.run_job
+    monkeypatch.setattr(v, "run_job", lambda item: calls.append(item[0]) or real(item))
+    again, _ = v.run_plan(jobs, 2, progress=False, cache=tmp_path)
+    assert len(calls) == 1  # only the corrupt one was recomputed
+    assert [(m.what, m.measured.tolist(), m.stderr.tolist()) for m in again] == \
+        [(m.what, m.measured.tolist(), m.stderr.tolist()) for m in first]
+
+
 def test_evidence_rows_are_derived_from_the_plan():
     jobs = v.plan(v.PRESETS["quick"])
     assert v.evidence_rows(jobs) == sum(k in ("statistical", "adversarial") for j in jobs for k in j.kinds())
