@@ -152,6 +152,11 @@ class SO2Accumulated(BuiltinFamily):
     table_sigma: float = 1.0
     table_seed: int = 0
 
+    @property
+    def iid_steps(self) -> bool:
+        """False for a Markov token source (consecutive steps share tokens); the moment theory needs i.i.d. steps."""
+        return not (self.law == "token" and self.source == "markov")
+
     def angle_table(self) -> np.ndarray:
         """Per-token angles, (vocab, d/2): default_rng(table_seed).normal(0, table_sigma)."""
         return np.random.default_rng(self.table_seed).normal(0.0, self.table_sigma, size=(self.vocab, self.dim // 2))

@@ -1,4 +1,6 @@
-"""``predict(quantity, family, **options)``: the theory's value of a measured quantity, for built-in families.
+"""``prediction(quantity, family, *, rng, samples, **options)`` and ``predict(...)``: the theory's value of a
+measured quantity.  ``predict`` is the closed-form path (built-in families); ``prediction`` adds, for any family
+with i.i.d. steps, the generic theory from the moment operators (``theory.moments``) with its standard error.
 
 Each quantity matches one estimator of ``simulations.estimators`` (same probes, same normalisation), so
 ``accum verify`` can hold a measurement against it.  Probes default to q = k = m = 1/sqrt(d).
@@ -7,29 +9,35 @@ Each quantity matches one estimator of ``simulations.estimators`` (same probes, 
     coherence           steps, q, k                         c(n) = E q^T A_n..A_1 k, n = 0..steps     (steps+1,)
     mean-product-sq     steps                               ||E A_n..A_1||_F^2 / d, n = 0..steps      (steps+1,)
     norm-sq             steps                               E|A_n..A_1 x|^2 / |x|^2, n = 0..steps     (steps+1,)
-    onset               eps, max_steps (100000)             n_eps: first crossing of |c(n)/c(0)| <= eps
-    window              context                             W(T) = sum_{Delta<T} (c(Delta)/c(0))^2
+    onset               eps, max_steps (100000), q, k       n_eps: first crossing of |c(n)/c(0)| <= eps
+    window              context, q, k                       W(T) = sum_{Delta<T} (c(Delta)/c(0))^2
     far-variance        offset, q, k                        d E[s^2], s = q^T A_offset..A_1 k (1 for Haar)
     far-mass            far_sizes, s0, slope (0), q, k      E sum_{Delta<=N} exp(s_Delta - s0)        (len,)
-    near-weight         far_sizes, s0, slope (0)            1 / (1 + far mass): Jensen lower bound of E w,
+    near-weight         far_sizes, s0, slope (0), q, k      1 / (1 + far mass): Jensen lower bound of E w,
                                                             and its value once the far mass concentrates
-    near-weight-bound   far_sizes, s0                       1 / (1 + N exp(-2 s0)) (steps of norm <= 1)
+    near-weight-bound   far_sizes, s0, q, k                 1 / (1 + N exp(-2 s0 |q||k|)) (steps of norm <= 1)
     alibi-floor         far_sizes, s0, slope                1 / (1 + sum_{Delta<=N} e^{-slope Delta})
-    far-residual        far_sizes, value_rotation (True)    E|r(N)|^2 / |m|^2                         (len,)
+    far-residual        far_sizes, value_rotation (True), m E|r(N)|^2 / |m|^2                         (len,)
 
-Families without a closed form for a quantity (user-defined families, far mass of token angles, the
-Lie walk's second moment, ...) raise ``NoClosedForm``, a ``NotImplementedError``.  Unknown options raise
-``ValueError``.
+``predict`` raises ``NoClosedForm`` (a ``NotImplementedError``) where there is no closed form (user-defined
+families, far mass of token angles, the Lie walk's second moment, ...); ``prediction`` then estimates the
+quantity from the moment operators when it can.  Unknown quantities or options raise ``ParamError``.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
-from . import far, groups, householder, so2, values, window
+from accum.simulations.families import make_family
+from accum.simulations.params import ParamError
+
+from . import far, groups, householder, moments, so2, values, window
 from ._common import NoClosedForm, as_sizes, family_kind, probes
 
 _SO2 = ("so2-accumulated", "rope", "nope")
@@ -80,21 +88,22 @@ def norm_sq(family: Any, steps: int) -> np.ndarray:
     return groups.family_norm_rate(family) ** n
 
 
-def onset(family: Any, eps: float, max_steps: int = 100_000) -> float:
+def onset(family: Any, eps: float, max_steps: int = 100_000, q: Any = None, k: Any = None) -> float:
     kind = _kind(family)
+    qq, kk = probes(family.dim, q, k)
     if kind in ("haar", "givens", "lie-walk") or (kind == "householder" and family.w == "sphere"):
         return window.onset(groups.family_rate(family), eps)
-    if kind == "so2-accumulated" and family.law != "token":
+    if kind == "so2-accumulated" and family.law != "token" and q is None and k is None:
         phi = so2.plane_characteristic(family)
         if np.allclose(phi, phi[0], rtol=0, atol=0) and np.isreal(phi[0]):
             return window.onset(phi[0].real, eps)
-    return window.crossing(coherence(family, max_steps), eps)
+    return window.crossing(coherence(family, max_steps, qq, kk), eps)
 
 
-def window_width(family: Any, context: int) -> float:
+def window_width(family: Any, context: int, q: Any = None, k: Any = None) -> float:
     if context < 1:
-        raise ValueError(f"context must be >= 1, got {context}")
-    return window.width_from_curve(coherence(family, context - 1))
+        raise ParamError(f"context must be >= 1, got {context}")
+    return window.width_from_curve(coherence(family, context - 1, q, k))
 
 
 def far_variance(family: Any, offset: int, q: Any = None, k: Any = None) -> float:
@@ -132,23 +141,24 @@ def far_mass(family: Any, far_sizes: Any, s0: float, slope: float = 0.0, q: Any 
     raise NoClosedForm(f"{kind}: no closed form for the far mass E exp(s0 q^T P k)")
 
 
-def near_weight(family: Any, far_sizes: Any, s0: float, slope: float = 0.0) -> np.ndarray:
-    return far.near_weight_from_mass(far_mass(family, far_sizes, s0, slope))
+def near_weight(family: Any, far_sizes: Any, s0: float, slope: float = 0.0, q: Any = None, k: Any = None) -> np.ndarray:
+    return far.near_weight_from_mass(far_mass(family, far_sizes, s0, slope, q, k))
 
 
-def near_weight_bound(family: Any, far_sizes: Any, s0: float) -> np.ndarray:
-    _kind(family)  # every built-in step has operator norm <= 1
-    return far.lower_bound(as_sizes(far_sizes), s0)
+def near_weight_bound(family: Any, far_sizes: Any, s0: float, q: Any = None, k: Any = None) -> np.ndarray:
+    """1 / (1 + N exp(-2 s0 |q||k|)): holds for every family whose steps have operator norm <= 1."""
+    q, k = probes(family.dim, q, k)
+    return far.lower_bound(as_sizes(far_sizes), s0 * float(np.linalg.norm(q) * np.linalg.norm(k)))
 
 
 def alibi_floor(family: Any, far_sizes: Any, s0: float, slope: float) -> np.ndarray:
-    _kind(family)
+    """1 / (1 + sum_{Delta<=N} e^{-slope Delta}): every family whose steps have operator norm <= 1."""
     return far.alibi_floor(as_sizes(far_sizes), slope)
 
 
-def far_residual(family: Any, far_sizes: Any, value_rotation: bool = True) -> np.ndarray:
+def far_residual(family: Any, far_sizes: Any, value_rotation: bool = True, m: Any = None) -> np.ndarray:
     _kind(family)
-    return values.family_residual_sq(family, far_sizes, value_rotation=value_rotation)
+    return values.family_residual_sq(family, far_sizes, m=m, value_rotation=value_rotation)
 
 
 QUANTITIES: dict[str, Callable[..., Any]] = {
@@ -156,7 +166,7 @@ QUANTITIES: dict[str, Callable[..., Any]] = {
     "mean-product-sq": mean_product_sq,
     "norm-sq": norm_sq,
     "onset": onset,
-    "window": lambda family, context: window_width(family, context),
+    "window": window_width,
     "far-variance": far_variance,
     "far-mass": far_mass,
     "near-weight": near_weight,
@@ -172,17 +182,77 @@ def predict(quantity: str, family: Any, **options: Any) -> Any:
     See the module docstring for quantities and options.  Raises ``NoClosedForm`` where the theory has no
     closed form for this family, ``ValueError`` for an unknown quantity or option.
     """
+    family = _resolve(quantity, family, options)
+    return QUANTITIES[quantity](family, **options)
+
+
+def _resolve(quantity: str, family: Any, options: dict) -> Any:
+    """The family object (built from a name), after checking the quantity and that its options bind."""
     if quantity not in QUANTITIES:
-        raise ValueError(f"unknown quantity {quantity!r}; known: {', '.join(QUANTITIES)}")
+        raise ParamError(f"quantity {quantity!r} is unknown; allowed: {', '.join(QUANTITIES)}")
     if isinstance(family, str):
-        from accum.simulations.families import make_family
-
         family = make_family(family)
-    fn = QUANTITIES[quantity]
     try:
-        import inspect
-
-        inspect.signature(fn).bind(family, **options)
+        inspect.signature(QUANTITIES[quantity]).bind(family, **options)
     except TypeError as err:
-        raise ValueError(f"predict({quantity!r}): bad options {sorted(options)} ({err})") from None
-    return fn(family, **options)
+        raise ParamError(f"predict({quantity!r}): bad options {sorted(options)} ({err})") from None
+    return family
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The theory's value of a quantity with its own uncertainty.
+
+    value: float or array; stderr: same shape (zeros for a closed form); source: "closed form" or
+    "estimated from moment operators (M samples)"; samples: M (0 for a closed form); dof: degrees of freedom
+    of the standard error (jackknife groups - 1; 0 for a closed form).
+    """
+
+    value: Any
+    stderr: Any
+    source: str
+    samples: int = 0
+    dof: int = 0
+
+
+def prediction(quantity: str, family: Any, *, rng: np.random.Generator | None = None, samples: int | None = None,
+               **options: Any) -> Prediction:
+    """``quantity`` for ``family``: its closed form where one exists, else the generic moment theory.
+
+    Order: (1) a built-in closed form (``predict``); (2) the family's exact moments, if it defines
+    ``moments() -> (E[A], E[A_ij A_kl])`` (``theory.moments``; still a closed form); (3) for i.i.d. steps
+    (``family.iid_steps``, True unless the family says otherwise), E[A] and E[A (x) A] estimated from
+    ``samples`` (default ``moments.DEFAULT_SAMPLES``) single steps drawn with ``rng`` (required then), with a
+    jackknife standard error over ``moments.GROUPS`` groups.  Quantities with no form in the moment operators
+    (far mass, near weight) and dependent steps without a closed form raise ``NoClosedForm``.
+    """
+    family = _resolve(quantity, family, options)
+    try:
+        value = QUANTITIES[quantity](family, **options)
+    except NoClosedForm as err:
+        reason = str(err)
+    else:
+        return Prediction(_plain(value), _plain(np.zeros_like(np.asarray(value, dtype=float))), "closed form")
+    if quantity not in moments.GENERIC:
+        raise moments.no_generic_form(quantity)
+    fn = functools.partial(moments.GENERIC[quantity], **options)
+    exact = moments.exact_moments(family)
+    if exact is not None:
+        value = fn(exact)
+        return Prediction(_plain(value), _plain(np.zeros_like(np.asarray(value, dtype=float))),
+                          "closed form (exact moment operators)")
+    if not getattr(family, "iid_steps", True):
+        raise NoClosedForm(f"{reason}; the steps are not i.i.d., so the moment operators do not determine it")
+    if rng is None:
+        raise ParamError("rng: required to estimate the moment operators (no closed form: " + reason + ")")
+    count = moments.check_samples(moments.DEFAULT_SAMPLES if samples is None else samples, int(family.dim))
+    first, second, sizes = moments.group_moment_sums(family, count, rng)
+    value, se = moments.jackknife_prediction(fn, first, second, sizes)
+    return Prediction(_plain(value), _plain(se), f"estimated from moment operators ({count} samples)", count,
+                      sizes.size - 1)
+
+
+def _plain(x: Any) -> Any:
+    """0-d arrays as floats, arrays as float arrays."""
+    arr = np.asarray(x, dtype=float)
+    return float(arr) if arr.ndim == 0 else arr
