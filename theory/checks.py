@@ -592,7 +592,7 @@ def theory_rates(family: Any) -> dict:
     if mean is None:
         return {}
     out: dict[str, Any] = {"mean_step_norm": float(np.linalg.norm(mean, ord=2))}
-    if family_kind(family) == "so2-accumulated" and family.law == "token" and family.source == "markov":
+    if family_kind(family) == "so2-accumulated" and not family.iid_steps:
         from . import so2
 
         out["product_rate"] = float(np.max(so2.transfer_rate(family)))

@@ -116,9 +116,10 @@ def family_residual_sq(family: Any, n_far: Any, m: Any = None, value_rotation: b
         from . import so2
 
         weights = np.abs(planes(m)) ** 2 / float(m @ m)
-        if kind == "so2-accumulated" and family.law == "token":
-            pi, p = so2.token_chain(family)
-            per_plane = residual_sq_chain(pi, p, so2.angle_table(family).T, sizes)
+        tokens = so2.token_law(family)
+        if tokens is not None:
+            pi, p = tokens.chain()
+            per_plane = residual_sq_chain(pi, p, tokens.table(d).T, sizes)
         else:
             per_plane = residual_sq(so2.plane_characteristic(family, 1), sizes)
         return weights @ per_plane
