@@ -64,10 +64,11 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
+from accum.simulations.families import Householder, NoPE, Rope, SO2Accumulated, family_name, family_params
 from accum.simulations.params import ParamError
 from accum.simulations.steps import AngleSteps, DenseSteps, HouseholderSteps
 
-from ._common import NoClosedForm, family_kind
+from ._common import NoClosedForm
 
 ORTHO_TOL = 1e-8
 NORM_TOL = 1e-10
@@ -567,15 +568,13 @@ def lattice_statistics(theta: np.ndarray, k_max: int) -> tuple[np.ndarray, np.nd
 
 def theory_mean(family: Any) -> np.ndarray | None:
     """Exact E[A] (d, d) of one step for built-in families (the stationary marginal for token laws), else None."""
-    kind = family_kind(family)
-    if kind is None:
-        return None
     from . import groups, householder, so2
 
+    kind = type(family)
     try:
-        if kind in ("so2-accumulated", "rope", "nope"):
+        if kind in (SO2Accumulated, Rope, NoPE):
             return so2.mean_product(family, 1)
-        if kind == "householder":
+        if kind is Householder:
             parts = householder.family_parts(family)
             if parts["w"] == "token":
                 return householder.token_step_mean(parts["beta"], parts["table"])
@@ -592,7 +591,7 @@ def theory_rates(family: Any) -> dict:
     if mean is None:
         return {}
     out: dict[str, Any] = {"mean_step_norm": float(np.linalg.norm(mean, ord=2))}
-    if family_kind(family) == "so2-accumulated" and not family.iid_steps:
+    if type(family) is SO2Accumulated and not family.iid_steps:
         from . import so2
 
         out["product_rate"] = float(np.max(so2.transfer_rate(family)))
@@ -690,8 +689,6 @@ def check(family: Any, rng: np.random.Generator, samples: int | None = None, bud
         theory["mean_step_max_z"] = float(np.max(np.abs(mean - exact) / np.sqrt(se**2 + 1e-20)))
         theory["mean_step_k"] = float(norm.isf(alpha / (2 * d * d)))
     claims, holds = verdict(conds, theory)
-    from accum.simulations.families import family_name, family_params
-
     return Report(family_name(family), family_params(family), d, samples, budget, conds, claims, theory, holds)
 
 

@@ -39,7 +39,9 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.special as sp
 
-from ._common import NoClosedForm, as_sizes, family_kind, plane_coefficients, probes
+from accum.simulations.families import NoPE, Rope, SO2Accumulated
+
+from ._common import NoClosedForm, as_sizes, plane_coefficients, probes
 
 def _rope_omega(family: Any) -> np.ndarray:
     from accum.simulations.conventions import rope_frequencies
@@ -47,9 +49,9 @@ def _rope_omega(family: Any) -> np.ndarray:
     return rope_frequencies(family.dim, family.base)
 
 
-def _kind(family: Any) -> str:
-    kind = family_kind(family)
-    if kind not in ("so2-accumulated", "rope", "nope"):
+def _kind(family: Any) -> type:
+    kind = type(family)
+    if kind not in (SO2Accumulated, Rope, NoPE):
         raise NoClosedForm(f"{type(family).__name__}: not an SO(2)-block family with a known angle law")
     return kind
 
@@ -58,7 +60,7 @@ def token_law(family: Any) -> Any:
     """The family's token law (``simulations.laws.Token``: planes share the tokens) or None."""
     from accum.simulations.laws import Token
 
-    law = family.angle_law() if _kind(family) == "so2-accumulated" else None
+    law = family.angle_law() if _kind(family) is SO2Accumulated else None
     return law if isinstance(law, Token) else None
 
 
@@ -71,9 +73,9 @@ def plane_characteristic(family: Any, k: int = 1) -> np.ndarray:
     """
     kind = _kind(family)
     half = family.dim // 2
-    if kind == "nope":
+    if kind is NoPE:
         return np.ones(half, dtype=complex)
-    if kind == "rope":
+    if kind is Rope:
         return np.exp(1j * k * _rope_omega(family))
     return family.angle_law().characteristic(int(k), family.dim)
 
@@ -111,7 +113,7 @@ def path_characteristic(family: Any, n: int, k: int = 1) -> np.ndarray:
         pi, p = tokens.chain()
         return chain_characteristic(pi, p, k * tokens.table(family.dim).T, n).T
     phi = plane_characteristic(family, k)
-    if kind == "rope":
+    if kind is Rope:
         return np.exp(1j * k * np.outer(t, _rope_omega(family)))
     return np.power(phi[None, :], t[:, None])
 
@@ -178,7 +180,7 @@ def pair_characteristics(family: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
         plus = chain_characteristic(pi, p, tab[:, None, :] + tab[None, :, :], n)[..., -1]
         minus = chain_characteristic(pi, p, tab[:, None, :] - tab[None, :, :], n)[..., -1]
         return plus, minus
-    if kind == "rope":
+    if kind is Rope:
         om = _rope_omega(family)
         return np.exp(1j * n * (om[:, None] + om[None, :])), np.exp(1j * n * (om[:, None] - om[None, :]))
     psi1 = path_characteristic(family, n, 1)[-1]
@@ -238,10 +240,10 @@ def far_mass_terms(family: Any, n_max: int, s0: float, q: Any = None, k: Any = N
     kind = _kind(family)
     q, k = probes(family.dim, q, k)
     c = plane_coefficients(q, k)
-    if kind in ("rope", "nope"):
-        omega = _rope_omega(family) if kind == "rope" else np.zeros(family.dim // 2)
+    if kind in (Rope, NoPE):
+        omega = _rope_omega(family) if kind is Rope else np.zeros(family.dim // 2)
         coh = np.concatenate([(np.exp(1j * np.outer(delta, omega)) @ c).real for delta in _chunks(n_max)])
-        return np.exp(s0 * (coh - 1.0)), (math.nan if kind == "rope" else float(np.exp(s0 * (c.real.sum() - 1.0))))
+        return np.exp(s0 * (coh - 1.0)), (math.nan if kind is Rope else float(np.exp(s0 * (c.real.sum() - 1.0))))
     if token_law(family) is not None:
         raise NoClosedForm("far mass of token-dependent angles: the planes share tokens, no product form")
     x = s0 * np.abs(c)
