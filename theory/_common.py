@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from accum.simulations.estimators import unit_probe
-from accum.simulations.params import ParamError  # the one default probe, shared with the Monte Carlo
+from accum.simulations.estimators import unit_probe  # the one default probe, shared with the Monte Carlo
+from accum.simulations.params import ParamError
 
 
 class NoClosedForm(NotImplementedError):
