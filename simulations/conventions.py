@@ -10,6 +10,13 @@ Score convention (PaTH / fla)
     Tokens are indexed 0..T-1 and token t carries a step transform A_t.  For j <= i,
         s_ij = q_i^T A_i A_{i-1} ... A_{j+1} k_j,
     so s_ii = q_i^T k_i and A_0 never enters a score.  RoPE is A_t = R(omega) for every t.
+
+Rotation direction (differs from the common RoPE libraries)
+    accum's ``rope`` rotates by +omega per step, so s_ij = q_i^T R((i - j) omega) k_j.  The usual RoPE
+    (RoFormer; the libraries that follow it) rotates q_m by +m omega and k_n by +n omega and scores
+    (R(m omega) q)^T R(n omega) k = q^T R((j - i) omega) k: the other direction.  Standard RoPE is accum's rope
+    with omega -> -omega (tested in tests/simulations/test_families.py).  |c(n)|, windows, far-score laws and
+    trained models are unchanged by the flip; a signed coherence (Im parts, nonzero mean angles) is mirrored.
 """
 
 from __future__ import annotations

@@ -6,8 +6,11 @@ family plugs in without touching the engine (see ``simulations.examples`` and th
 
 Built-ins (``FAMILIES``; ``accum families`` prints their parameters and ranges):
 
-rope             A_t = R(omega), omega_b = base^(-2b/d)          (position-indexed, deterministic)
-so2-accumulated  A_t = diag_b R(theta_tb), theta from an angle law or a per-token table
+rope             A_t = R(omega), omega_b = base^(-2b/d)          (position-indexed, deterministic; rotates by
+                 +omega per step, s_ij = q^T R((i-j) omega) k -- the common RoPE libraries use the other direction,
+                 i.e. they equal this family with omega -> -omega; see ``conventions``)
+so2-accumulated  A_t = diag_b R(theta_tb), theta from an angle law (``simulations.laws``: one class per law,
+                 owning its parameters, sampler and characteristic function) or a per-token table
 householder      A_t = I - beta w_t w_t^T (PaTH), w_t uniform on S^{d-1} or one unit vector per token
 haar             A_t Haar on O(d) or SO(d) (QR with the sign fix, Mezzadri 2007)
 givens           rotation by N(0, sigma^2) in a uniformly random coordinate plane
@@ -27,6 +30,7 @@ import numpy as np
 import scipy.linalg
 
 from .conventions import rope_frequencies
+from .laws import BASE, LAWS, AngleLaw, law_params, make_law
 from .params import ParamError, ParamSpec, check_positive_int, resolve
 from .steps import AngleSteps, DenseSteps, HouseholderSteps
 
@@ -55,7 +59,6 @@ def check_sample_size(n_steps: int, batch: int) -> None:
 
 _DIM_EVEN = ParamSpec("dim", "int", 16, "head dimension d (even: d/2 SO(2) planes)", lo=2, hi=4096, even=True)
 _DIM_ANY = ParamSpec("dim", "int", 16, "dimension d", lo=1, hi=4096)
-_BASE = ParamSpec("base", "float", 10000.0, "RoPE frequency base", lo=1.0, lo_open=True)
 
 
 class BuiltinFamily:
@@ -81,30 +84,11 @@ class BuiltinFamily:
         return dataclasses.asdict(self)
 
 
-def token_sequence(rng: np.random.Generator, batch: int, n: int, vocab: int, source: str, stay: float) -> np.ndarray:
-    """Token ids x_t, shape (batch, n), int64.
-
-    iid:    x_t uniform on {0..V-1}.
-    markov: x_0 uniform; x_t = x_{t-1} with probability ``stay``, else a fresh uniform draw, i.e. the
-            transition matrix P = stay I + (1 - stay) 11^T / V (reversible, uniform stationary law).
-    """
-    fresh = rng.integers(vocab, size=(batch, n))
-    if source == "iid":
-        return fresh
-    redraw = rng.random((batch, n)) >= stay
-    redraw[:, 0] = True
-    last = np.maximum.accumulate(np.where(redraw, np.arange(n), 0), axis=1)
-    return np.take_along_axis(fresh, last, axis=1)
-
-
-ANGLE_LAWS = ("gaussian", "uniform", "vonmises", "wrapped-cauchy", "lattice", "rope-uniform", "token")
-
-
 @dataclass(frozen=True)
 class Rope(BuiltinFamily):
     name: ClassVar[str] = "rope"
     summary: ClassVar[str] = "RoPE: A_t = R(omega), omega_b = base^(-2b/d); position-indexed, not random"
-    PARAMS: ClassVar[tuple[ParamSpec, ...]] = (_DIM_EVEN, _BASE)
+    PARAMS: ClassVar[tuple[ParamSpec, ...]] = (_DIM_EVEN, BASE)
     dim: int = 16
     base: float = 10000.0
 
@@ -120,21 +104,8 @@ class SO2Accumulated(BuiltinFamily):
     summary: ClassVar[str] = "block SO(2) with per-plane angles summed over tokens (random or token-dependent)"
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
         _DIM_EVEN,
-        ParamSpec("law", "choice", "gaussian", "angle law", choices=ANGLE_LAWS),
-        ParamSpec("mu", "float", 0.0, "location", only_with=("law", ("gaussian", "vonmises", "wrapped-cauchy"))),
-        ParamSpec("sigma", "float", 0.5, "standard deviation", lo=0.0, only_with=("law", ("gaussian",))),
-        ParamSpec("a", "float", 1.0, "half-width: theta ~ U(-a, a)", lo=0.0, only_with=("law", ("uniform",))),
-        ParamSpec("kappa", "float", 4.0, "concentration", lo=0.0, only_with=("law", ("vonmises",))),
-        ParamSpec("gamma", "float", 0.2, "scale", lo=0.0, only_with=("law", ("wrapped-cauchy",))),
-        ParamSpec("m", "int", 2, "theta uniform on offset + 2 pi k / m", lo=1, hi=1_000_000, only_with=("law", ("lattice",))),
-        ParamSpec("offset", "float", 0.0, "lattice offset", only_with=("law", ("lattice",))),
-        dataclasses.replace(_BASE, only_with=("law", ("rope-uniform",))),
-        ParamSpec("vocab", "int", 8, "vocabulary size", lo=1, hi=1_000_000, only_with=("law", ("token",))),
-        ParamSpec("source", "choice", "iid", "token source", choices=("iid", "markov"), only_with=("law", ("token",))),
-        ParamSpec("stay", "float", 0.5, "probability of repeating a token", lo=0.0, hi=1.0, hi_open=True,
-                  only_with=("source", ("markov",))),
-        ParamSpec("table_sigma", "float", 1.0, "angle table entries ~ N(0, table_sigma^2)", lo=0.0, only_with=("law", ("token",))),
-        ParamSpec("table_seed", "int", 0, "seed of the angle table", lo=0, hi=2**63 - 1, only_with=("law", ("token",))),
+        ParamSpec("law", "choice", "gaussian", "angle law (simulations.laws)", choices=tuple(LAWS)),
+        *law_params(),
     )
     dim: int = 16
     law: str = "gaussian"
@@ -152,30 +123,22 @@ class SO2Accumulated(BuiltinFamily):
     table_sigma: float = 1.0
     table_seed: int = 0
 
+    def angle_law(self) -> AngleLaw:
+        """The angle law object (``simulations.laws``) with this family's parameters."""
+        return make_law(self.law, dataclasses.asdict(self))
+
+    @property
+    def iid_steps(self) -> bool:
+        """False for a Markov token source (consecutive steps share tokens); the moment theory needs i.i.d. steps."""
+        return self.angle_law().iid
+
     def angle_table(self) -> np.ndarray:
-        """Per-token angles, (vocab, d/2): default_rng(table_seed).normal(0, table_sigma)."""
-        return np.random.default_rng(self.table_seed).normal(0.0, self.table_sigma, size=(self.vocab, self.dim // 2))
+        """Per-token angles, (vocab, d/2) (token law; ``laws.Token.table``)."""
+        return make_law("token", dataclasses.asdict(self)).table(self.dim)
 
     def sample(self, rng: np.random.Generator, n_steps: int, batch: int) -> AngleSteps:
         check_sample_size(n_steps, batch)
-        shape = (batch, n_steps, self.dim // 2)
-        law = self.law
-        if law == "gaussian":
-            theta = rng.normal(self.mu, self.sigma, shape)
-        elif law == "uniform":
-            theta = rng.uniform(-self.a, self.a, shape)
-        elif law == "vonmises":
-            theta = rng.vonmises(self.mu, self.kappa, shape)
-        elif law == "wrapped-cauchy":
-            theta = np.mod(self.mu + self.gamma * rng.standard_cauchy(shape), 2 * math.pi)
-        elif law == "lattice":
-            theta = self.offset + (2 * math.pi / self.m) * rng.integers(self.m, size=shape)
-        elif law == "rope-uniform":
-            theta = rng.uniform(-1.0, 1.0, shape) * rope_frequencies(self.dim, self.base)
-        else:
-            tokens = token_sequence(rng, batch, n_steps, self.vocab, self.source, self.stay)
-            theta = self.angle_table()[tokens]
-        return AngleSteps(theta)
+        return AngleSteps(self.angle_law().sample(rng, (batch, n_steps, self.dim // 2), self.dim))
 
 
 @dataclass(frozen=True)
@@ -246,7 +209,8 @@ class Givens(BuiltinFamily):
     summary: ClassVar[str] = "rotation by N(0, sigma^2) in a uniformly random coordinate plane (i, j)"
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
         ParamSpec("dim", "int", 16, "dimension d", lo=2, hi=4096),
-        ParamSpec("sigma", "float", 1.0, "angle standard deviation", lo=0.0),
+        ParamSpec("sigma", "float", 1.0, "angle standard deviation (uniform plane angle to 1e-200 well before 1e3)",
+                  lo=0.0, hi=1e3),
     )
     dim: int = 16
     sigma: float = 1.0
@@ -270,7 +234,8 @@ class LieWalk(BuiltinFamily):
     summary: ClassVar[str] = "A_t = expm(X), X skew with i.i.d. N(0, sigma^2) entries above the diagonal"
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
         ParamSpec("dim", "int", 8, "dimension d", lo=2, hi=1024),
-        ParamSpec("sigma", "float", 0.3, "scale of the skew generator", lo=0.0),
+        ParamSpec("sigma", "float", 0.3, "scale of the skew generator (expm rounding grows with sigma sqrt(d); "
+                  "the rate is e^{-(d-1) sigma^2/2}-small long before 1e2)", lo=0.0, hi=1e2),
     )
     dim: int = 8
     sigma: float = 0.3

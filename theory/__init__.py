@@ -11,7 +11,9 @@ states the formula, "reconstruction" where it is derived here):
     scores       far-score second moments, exact and bounded tails, the score gap as a function of d
     far          far mass, near weight, the norm-preservation bound, ALiBi's summable far mass
     values       value rotation: the far residual E|r|^2 (exact finite N and the large-N limit)
-    predict      ``predict(quantity, family, **options)`` for ``accum verify`` and figures
+    moments      the generic theory of any family with i.i.d. steps, from E[A] and X -> E[A X A^T]
+    predict      ``prediction(quantity, family, ...)`` (closed form or estimated, with its standard error) and
+                 the closed-form-only ``predict(quantity, family, **options)``, for ``accum verify`` and figures
     checks       Monte Carlo assumption checks for any family (``accum check``)
 """
 

@@ -1,4 +1,4 @@
-"""Small helpers shared by the theory modules: probe vectors, SO(2) planes, family identification.
+"""Small helpers shared by the theory modules: probe vectors, SO(2) planes, far sizes, power sums.
 
 Pairing convention (``simulations.conventions``): plane b holds coordinates (2b, 2b+1) and a rotation by
 theta multiplies z_b = x_{2b} + i x_{2b+1} by exp(i theta).  For real vectors x, y,
@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from accum.simulations.estimators import unit_probe  # the one default probe, shared with the Monte Carlo
+from accum.simulations.params import ParamError
 
 
 class NoClosedForm(NotImplementedError):
@@ -27,7 +28,9 @@ def probes(dim: int, q: Any = None, k: Any = None) -> tuple[np.ndarray, np.ndarr
     q = unit_probe(dim) if q is None else np.asarray(q, dtype=float)
     k = unit_probe(dim) if k is None else np.asarray(k, dtype=float)
     if q.shape != (dim,) or k.shape != (dim,):
-        raise ValueError(f"q and k must have shape ({dim},), got {q.shape} and {k.shape}")
+        raise ParamError(f"q and k must have shape ({dim},), got {q.shape} and {k.shape}")
+    if not (np.all(np.isfinite(q)) and np.all(np.isfinite(k))):
+        raise ParamError("q and k must be finite")
     return q, k
 
 
@@ -42,22 +45,6 @@ def planes(x: np.ndarray) -> np.ndarray:
 def plane_coefficients(q: np.ndarray, k: np.ndarray) -> np.ndarray:
     """c_b = conj(z_qb) z_kb, shape (d/2,): q^T diag_b R(theta_b) k = sum_b Re(c_b e^{i theta_b})."""
     return np.conj(planes(q)) * planes(k)
-
-
-def family_kind(family: Any) -> str | None:
-    """Registry name of a built-in family (``family.name``), or None for a user-defined family.
-
-    Only the built-in classes of ``accum.simulations.families`` are recognised: a user class that happens to
-    carry a ``name`` attribute is not trusted to follow a built-in law.
-    """
-    try:
-        from accum.simulations import families as fams
-    except ImportError:  # pragma: no cover - the engine is part of the package
-        return None
-    for name, cls in getattr(fams, "FAMILIES", {}).items():
-        if type(family) is cls:
-            return name
-    return None
 
 
 def as_sizes(far_sizes: Any) -> np.ndarray:

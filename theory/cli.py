@@ -35,20 +35,23 @@ def add_subparser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
     p.add_argument("--param", action="append", metavar="K=V", help="family parameter (repeatable)")
     p.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo estimates (default 0)")
     p.add_argument("--json", metavar="PATH", help="write the report here (atomically)")
-    p.add_argument("--samples", type=int, default=4000, help="sampled steps per estimate (default 4000, at most 1e7 and 2.5e8 / d^2)")
+    p.add_argument("--samples", type=int, default=None,
+                   help="sampled steps per estimate (default 4000; for dense steps 2e9 / d^3, at least 200; at most 1e7 "
+                        "and 2.5e8 / d^2)")
     p.add_argument("--budget", type=float, default=1e-3,
                    help="false-failure probability of the whole report (default 1e-3)")
     p.add_argument("--k-max", type=int, default=32, help="largest frequency k of the non-lattice test (default 32, at most 1024)")
     p.add_argument("--pair-dim", type=int, default=24,
-                   help="largest d for which E[A (x) A] (d^4 numbers) is estimated (default 24, at most 32)")
+                   help="largest d for which E[A (x) A] (d^4 numbers) is formed for the coherent-direction test "
+                        "(default 24, at most 32; skipped above it)")
     p.set_defaults(run=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``accum check``; returns the exit status (0 condition holds, 1 it fails)."""
-    for option, value, (lo, hi) in (("--samples", args.samples, SAMPLES_RANGE), ("--k-max", args.k_max, K_MAX_RANGE),
-                                    ("--pair-dim", args.pair_dim, PAIR_DIM_RANGE)):
+    for option, value, (lo, hi) in (("--samples", SAMPLES_RANGE[0] if args.samples is None else args.samples, SAMPLES_RANGE),
+                                    ("--k-max", args.k_max, K_MAX_RANGE), ("--pair-dim", args.pair_dim, PAIR_DIM_RANGE)):
         if not lo <= value <= hi:
             raise ParamError(f"{option} must be an integer in [{lo}, {hi}], got {value}")
     if not (0.0 < args.budget < 1.0):
@@ -58,16 +61,16 @@ def run(args: argparse.Namespace) -> int:
         check_output_path(args.json, "--json")
     params = parse_assignments(args.param, "--param")
     family = make_family(args.family, **params)
-    if args.samples * family.dim**2 > MAX_STEP_NUMBERS:
+    if args.samples is not None and args.samples * family.dim**2 > MAX_STEP_NUMBERS:
         raise ParamError(f"--samples {args.samples} at d = {family.dim} would hold {args.samples * family.dim**2:.3g} "
                          f"numbers of step matrices; at most {MAX_STEP_NUMBERS // family.dim**2} samples at this d")
     start = time.perf_counter()
-    report = check(family, samples=args.samples, rng=np.random.default_rng(args.seed), budget=args.budget,
+    report = check(family, np.random.default_rng(args.seed), samples=args.samples, budget=args.budget,
                    k_max=args.k_max, pair_dim=args.pair_dim)
     seconds = time.perf_counter() - start
     print(format_report(report))
     if args.json is not None:
-        config = {"family": report.family, "params": report.params, "samples": args.samples, "budget": args.budget,
+        config = {"family": report.family, "params": report.params, "samples": report.samples, "budget": args.budget,
                   "k_max": args.k_max, "pair_dim": args.pair_dim}
         atomic_write_json(args.json, make_record("check", config, report.to_dict(), args.seed, {"seconds": seconds}))
     return 0 if report.condition_holds else 1

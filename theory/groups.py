@@ -32,7 +32,9 @@ from typing import Any
 import numpy as np
 import scipy.special as sp
 
-from ._common import NoClosedForm, family_kind
+from accum.simulations.families import Givens, Haar, Householder, LieWalk, NoPE, Rope, SO2Accumulated
+
+from ._common import NoClosedForm
 
 
 def haar_mean(d: int, n: Any, group: str = "O") -> np.ndarray:
@@ -95,26 +97,26 @@ def lie_walk_heat_kernel(d: int, sigma: float) -> float:
 
 def family_rate(family: Any) -> float:
     """rho with E[A] = rho I for the built-in haar, givens, lie-walk, nope and householder(sphere) families."""
-    kind = family_kind(family)
-    if kind == "haar":
+    kind = type(family)
+    if kind is Haar:
         return float(haar_mean(family.dim, 1, family.group))
-    if kind == "givens":
+    if kind is Givens:
         return givens_rate(family.dim, family.sigma)
-    if kind == "lie-walk":
+    if kind is LieWalk:
         return lie_walk_rate(family.dim, family.sigma)
-    if kind == "nope":
+    if kind is NoPE:
         return 1.0
-    if kind == "householder" and family.w == "sphere":
+    if kind is Householder and family.w == "sphere":
         return 1.0 - family.beta / family.dim
     raise NoClosedForm(f"{type(family).__name__}: no scalar mean E[A] = rho I known")
 
 
 def family_norm_rate(family: Any) -> float:
     """tau with E[A^T A] = tau I: 1 for orthogonal families, 1 - beta(2-beta)/d for householder(sphere)."""
-    kind = family_kind(family)
-    if kind in ("haar", "givens", "lie-walk", "nope", "rope", "so2-accumulated"):
+    kind = type(family)
+    if kind in (Haar, Givens, LieWalk, NoPE, Rope, SO2Accumulated):
         return 1.0
-    if kind == "householder" and family.w == "sphere":
+    if kind is Householder and family.w == "sphere":
         return 1.0 - family.beta * (2.0 - family.beta) / family.dim
     raise NoClosedForm(f"{type(family).__name__}: no scalar E[A^T A] known")
 

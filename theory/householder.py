@@ -26,7 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from ._common import NoClosedForm, family_kind, probes
+from accum.simulations.families import Householder
+
+from ._common import NoClosedForm, probes
 
 
 def _check(beta: float, d: int) -> None:
@@ -115,7 +117,7 @@ def token_pair_operator(beta: float, table: np.ndarray) -> np.ndarray:
 
 def family_parts(family: Any) -> dict:
     """Step-law summary of a built-in Householder family: beta, d, and for w=token the table."""
-    if family_kind(family) != "householder":
+    if type(family) is not Householder:
         raise NoClosedForm(f"{type(family).__name__} is not the built-in householder family")
     out = {"beta": float(family.beta), "d": int(family.dim), "w": family.w}
     if family.w == "token":

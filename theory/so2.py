@@ -39,42 +39,9 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.special as sp
 
-from ._common import NoClosedForm, as_sizes, family_kind, plane_coefficients, probes
+from accum.simulations.families import NoPE, Rope, SO2Accumulated
 
-LAWS = ("gaussian", "uniform", "vonmises", "wrapped-cauchy", "lattice", "rope-uniform", "token")
-
-
-# --- one-step laws, plain parameters ---------------------------------------------------------------------
-
-
-def characteristic(law: str, k: Any = 1, *, mu: float = 0.0, sigma: float = 0.5, a: float = 1.0,
-                   kappa: float = 4.0, gamma: float = 0.2, m: int = 2, offset: float = 0.0) -> np.ndarray:
-    """phi(k) = E exp(i k theta) of one angle law, for integer k (array or scalar), complex.
-
-    Formulas in the module docstring; phi(-k) = conj(phi(k)) for real angles.  ``rope-uniform`` and
-    ``token`` depend on the plane and are only available through ``plane_characteristic``.
-    """
-    k = np.asarray(k)
-    if not np.issubdtype(k.dtype, np.integer):
-        raise ValueError(f"k must be integer (characteristic function on the circle), got {k!r}")
-    kf = k.astype(float)
-    if law == "gaussian":
-        return np.exp(1j * kf * mu - 0.5 * kf**2 * sigma**2)
-    if law == "uniform":
-        return np.sinc(kf * a / math.pi) + 0j  # numpy sinc(x) = sin(pi x) / (pi x)
-    if law == "vonmises":
-        ratio = sp.ive(np.abs(kf), kappa) / sp.ive(0, kappa)
-        return np.exp(1j * kf * mu) * ratio
-    if law == "wrapped-cauchy":
-        return np.exp(1j * kf * mu - np.abs(kf) * gamma)
-    if law == "lattice":
-        return np.where(k % int(m) == 0, np.exp(1j * kf * offset), 0.0 + 0j)
-    raise ValueError(f"law {law!r} has no plane-independent characteristic function; known: {', '.join(LAWS[:5])}")
-
-
-def _law_params(family: Any) -> dict:
-    return {n: getattr(family, n) for n in ("mu", "sigma", "a", "kappa", "gamma", "m", "offset")}
-
+from ._common import NoClosedForm, as_sizes, plane_coefficients, probes
 
 def _rope_omega(family: Any) -> np.ndarray:
     from accum.simulations.conventions import rope_frequencies
@@ -82,25 +49,19 @@ def _rope_omega(family: Any) -> np.ndarray:
     return rope_frequencies(family.dim, family.base)
 
 
-def _kind(family: Any) -> str:
-    kind = family_kind(family)
-    if kind not in ("so2-accumulated", "rope", "nope"):
+def _kind(family: Any) -> type:
+    kind = type(family)
+    if kind not in (SO2Accumulated, Rope, NoPE):
         raise NoClosedForm(f"{type(family).__name__}: not an SO(2)-block family with a known angle law")
     return kind
 
 
-def angle_table(family: Any) -> np.ndarray:
-    """The token law's angle table (V, d/2): default_rng(table_seed).normal(0, table_sigma)."""
-    return np.random.default_rng(family.table_seed).normal(0.0, family.table_sigma, size=(family.vocab, family.dim // 2))
+def token_law(family: Any) -> Any:
+    """The family's token law (``simulations.laws.Token``: planes share the tokens) or None."""
+    from accum.simulations.laws import Token
 
-
-def token_chain(family: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(pi, P) of the token source: pi uniform; P = 1 pi^T (iid) or stay I + (1 - stay) 1 1^T / V (markov)."""
-    v = family.vocab
-    pi = np.full(v, 1.0 / v)
-    if family.source == "iid":
-        return pi, np.tile(pi, (v, 1))
-    return pi, family.stay * np.eye(v) + (1.0 - family.stay) / v * np.ones((v, v))
+    law = family.angle_law() if _kind(family) is SO2Accumulated else None
+    return law if isinstance(law, Token) else None
 
 
 def plane_characteristic(family: Any, k: int = 1) -> np.ndarray:
@@ -112,16 +73,11 @@ def plane_characteristic(family: Any, k: int = 1) -> np.ndarray:
     """
     kind = _kind(family)
     half = family.dim // 2
-    if kind == "nope":
+    if kind is NoPE:
         return np.ones(half, dtype=complex)
-    if kind == "rope":
+    if kind is Rope:
         return np.exp(1j * k * _rope_omega(family))
-    law = family.law
-    if law == "rope-uniform":
-        return np.sinc(k * _rope_omega(family) / math.pi) + 0j
-    if law == "token":
-        return np.mean(np.exp(1j * k * angle_table(family)), axis=0)
-    return np.full(half, characteristic(law, np.int64(k), **_law_params(family)), dtype=complex)
+    return family.angle_law().characteristic(int(k), family.dim)
 
 
 def chain_characteristic(pi: np.ndarray, p: np.ndarray, phases: np.ndarray, n: int) -> np.ndarray:
@@ -152,11 +108,12 @@ def path_characteristic(family: Any, n: int, k: int = 1) -> np.ndarray:
         raise ValueError(f"n must be >= 0, got {n}")
     kind = _kind(family)
     t = np.arange(n + 1)
-    if kind == "so2-accumulated" and family.law == "token":
-        pi, p = token_chain(family)
-        return chain_characteristic(pi, p, k * angle_table(family).T, n).T
+    tokens = token_law(family)
+    if tokens is not None:
+        pi, p = tokens.chain()
+        return chain_characteristic(pi, p, k * tokens.table(family.dim).T, n).T
     phi = plane_characteristic(family, k)
-    if kind == "rope":
+    if kind is Rope:
         return np.exp(1j * k * np.outer(t, _rope_omega(family)))
     return np.power(phi[None, :], t[:, None])
 
@@ -167,10 +124,10 @@ def transfer_rate(family: Any, k: int = 1) -> np.ndarray:
     i.i.d. angles: |phi_b(k)|.  Token law: spectral radius of P D_b (for i.i.d. tokens this is |phi_b(k)|,
     the other eigenvalues of the rank-one 1 pi^T D being 0).  1 means no decay (RoPE, NoPE, lattice at k=m).
     """
-    kind = _kind(family)
-    if kind == "so2-accumulated" and family.law == "token":
-        pi, p = token_chain(family)
-        d = np.exp(1j * k * angle_table(family).T)  # (d/2, V)
+    tokens = token_law(family)
+    if tokens is not None:
+        pi, p = tokens.chain()
+        d = np.exp(1j * k * tokens.table(family.dim).T)  # (d/2, V)
         mats = p[None, :, :] * d[:, None, :]  # P D_b: column x scaled by e^{i k table[x, b]}
         return np.max(np.abs(np.linalg.eigvals(mats)), axis=-1)
     return np.abs(plane_characteristic(family, k))
@@ -216,13 +173,14 @@ def pair_characteristics(family: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
     """
     kind = _kind(family)
     half = family.dim // 2
-    if kind == "so2-accumulated" and family.law == "token":
-        tab = angle_table(family).T  # (d/2, V)
-        pi, p = token_chain(family)
+    tokens = token_law(family)
+    if tokens is not None:
+        tab = tokens.table(family.dim).T  # (d/2, V)
+        pi, p = tokens.chain()
         plus = chain_characteristic(pi, p, tab[:, None, :] + tab[None, :, :], n)[..., -1]
         minus = chain_characteristic(pi, p, tab[:, None, :] - tab[None, :, :], n)[..., -1]
         return plus, minus
-    if kind == "rope":
+    if kind is Rope:
         om = _rope_omega(family)
         return np.exp(1j * n * (om[:, None] + om[None, :])), np.exp(1j * n * (om[:, None] - om[None, :]))
     psi1 = path_characteristic(family, n, 1)[-1]
@@ -282,11 +240,11 @@ def far_mass_terms(family: Any, n_max: int, s0: float, q: Any = None, k: Any = N
     kind = _kind(family)
     q, k = probes(family.dim, q, k)
     c = plane_coefficients(q, k)
-    if kind in ("rope", "nope"):
-        omega = _rope_omega(family) if kind == "rope" else np.zeros(family.dim // 2)
+    if kind in (Rope, NoPE):
+        omega = _rope_omega(family) if kind is Rope else np.zeros(family.dim // 2)
         coh = np.concatenate([(np.exp(1j * np.outer(delta, omega)) @ c).real for delta in _chunks(n_max)])
-        return np.exp(s0 * (coh - 1.0)), (math.nan if kind == "rope" else float(np.exp(s0 * (c.real.sum() - 1.0))))
-    if family.law == "token":
+        return np.exp(s0 * (coh - 1.0)), (math.nan if kind is Rope else float(np.exp(s0 * (c.real.sum() - 1.0))))
+    if token_law(family) is not None:
         raise NoClosedForm("far mass of token-dependent angles: the planes share tokens, no product form")
     x = s0 * np.abs(c)
     alpha = np.angle(c)

@@ -25,7 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from ._common import NoClosedForm, as_sizes, family_kind, planes, unit_probe, weighted_power_sums
+from accum.simulations.families import Givens, Haar, Householder, LieWalk, NoPE, Rope, SO2Accumulated
+
+from ._common import NoClosedForm, as_sizes, planes, unit_probe, weighted_power_sums
 
 
 def residual_sq(phi: Any, n_far: Any) -> np.ndarray:
@@ -109,22 +111,23 @@ def family_residual_sq(family: Any, n_far: Any, m: Any = None, value_rotation: b
     sizes = as_sizes(n_far)
     if not value_rotation:
         return residual_sq_without_rotation(sizes)
-    kind = family_kind(family)
+    kind = type(family)
     d = family.dim
     m = unit_probe(d) if m is None else np.asarray(m, dtype=float)
-    if kind in ("so2-accumulated", "rope"):
+    if kind in (SO2Accumulated, Rope):
         from . import so2
 
         weights = np.abs(planes(m)) ** 2 / float(m @ m)
-        if kind == "so2-accumulated" and family.law == "token":
-            pi, p = so2.token_chain(family)
-            per_plane = residual_sq_chain(pi, p, so2.angle_table(family).T, sizes)
+        tokens = so2.token_law(family)
+        if tokens is not None:
+            pi, p = tokens.chain()
+            per_plane = residual_sq_chain(pi, p, tokens.table(d).T, sizes)
         else:
             per_plane = residual_sq(so2.plane_characteristic(family, 1), sizes)
         return weights @ per_plane
     from . import groups
 
-    if kind in ("haar", "givens", "lie-walk", "nope") or (kind == "householder" and family.w == "sphere"):
+    if kind in (Haar, Givens, LieWalk, NoPE) or (kind is Householder and family.w == "sphere"):
         return residual_sq_isotropic(groups.family_rate(family), groups.family_norm_rate(family), sizes)
     raise NoClosedForm(f"{type(family).__name__}: no far-residual formula")
 

@@ -3,8 +3,10 @@
 import numpy as np
 import pytest
 
-from accum.simulations.families import FAMILIES, Family, make_family, token_sequence
+from accum.simulations.families import FAMILIES, Family, make_family
+from accum.simulations.laws import LAWS, Token
 from accum.simulations.params import ParamError
+from accum.simulations.steps import AngleSteps
 from accum.simulations.stats import z_threshold
 
 # each statistical check below may fail a correct sampler with probability 1e-5
@@ -24,6 +26,17 @@ K = z_threshold(1e-5)
     ("householder", "dim", "1e400", "'dim': cannot read '1e400'"),
     ("so2-accumulated", "kappa", "5", "'kappa' = 5.0 applies only with law = vonmises, not law = 'gaussian'"),
     ("householder", "vocab", "4", "'vocab' = 4 applies only with w = token"),
+    # finite upper bounds: a huge scale is refused up front with the allowed range (simulations.laws docstring)
+    ("so2-accumulated", "sigma", "1e308", "'sigma' = 1e+308 is out of range; allowed: a finite number in [0, 1000]"),
+    ("so2-accumulated", "mu", "-2e6", "'mu' = -2000000.0 is out of range; allowed: a finite number in [-1e+06, 1e+06]"),
+    ("so2-accumulated", "a", "1e7", "'a' = 10000000.0 is out of range"),
+    ("so2-accumulated", "gamma", "1e4", "'gamma' = 10000.0 is out of range"),
+    ("so2-accumulated", "kappa", "1e7", "'kappa' = 10000000.0 is out of range"),
+    ("so2-accumulated", "offset", "1e7", "'offset' = 10000000.0 is out of range"),
+    ("so2-accumulated", "table_sigma", "1e4", "'table_sigma' = 10000.0 is out of range"),
+    ("rope", "base", "1e13", "'base' = 10000000000000.0 is out of range; allowed: a finite number in (1, 1e+12]"),
+    ("lie-walk", "sigma", "1e3", "'sigma' = 1000.0 is out of range; allowed: a finite number in [0, 100]"),
+    ("givens", "sigma", "1e4", "'sigma' = 10000.0 is out of range; allowed: a finite number in [0, 1000]"),
 ])
 def test_bad_parameters_name_the_parameter_and_range(name, param, value, needle):
     with pytest.raises(ParamError) as err:
@@ -110,9 +123,68 @@ def test_angle_laws_sample_their_characteristic_functions():
 
 def test_markov_tokens_repeat_with_the_stated_probability():
     n = 200000
-    x = token_sequence(np.random.default_rng(4), 1, n, 5, "markov", 0.7)[0]
+    x = Token(vocab=5, source="markov", stay=0.7).tokens(np.random.default_rng(4), 1, n)[0]
     repeat = (x[1:] == x[:-1]).astype(float)
     p = 0.7 + 0.3 / 5
     assert abs(repeat.mean() - p) <= K * np.sqrt(p * (1 - p) / (n - 1))
-    iid = token_sequence(np.random.default_rng(4), 1, n, 5, "iid", 0.7)[0]
+    iid = Token(vocab=5).tokens(np.random.default_rng(4), 1, n)[0]
     assert abs((iid[1:] == iid[:-1]).mean() - 0.2) <= K * np.sqrt(0.16 / n)
+
+
+@pytest.mark.parametrize("name", list(LAWS))
+def test_each_law_samples_its_own_characteristic_function(name):
+    """Every law object against its own sampler, per plane, at k = 1 and 2 (d = 6, so rope-uniform and token differ
+    by plane), with non-default parameters where the law has them: |mean e^{ik theta} - phi| within K se (real and
+    imaginary parts), plus the exact value for a point-mass case."""
+    params = {"gaussian": dict(mu=0.4, sigma=0.7), "uniform": dict(a=2.0), "vonmises": dict(mu=-1.0, kappa=1.5),
+              "wrapped-cauchy": dict(mu=2.0, gamma=0.4), "lattice": dict(m=4, offset=0.3), "rope-uniform": dict(base=50.0),
+              "token": dict(vocab=5, table_sigma=0.8, table_seed=3)}[name]
+    law = LAWS[name](**params)
+    assert make_family("so2-accumulated", dim=6, law=name, **params).angle_law() == law
+    n = 40000
+    theta = law.sample(np.random.default_rng(5), (n, 1, 3), 6)[:, 0]
+    for k in (1, 2):
+        z = np.exp(1j * k * theta)
+        phi = law.characteristic(k, 6)
+        assert phi.shape == (3,)
+        for part in (np.real, np.imag):
+            assert np.all(np.abs(part(z).mean(axis=0) - part(phi)) <= K * part(z).std(axis=0) / np.sqrt(n) + 1e-12)
+    assert LAWS["lattice"](m=1, offset=0.5).characteristic(3, 2) == pytest.approx(np.exp(1.5j))
+
+
+def test_only_the_markov_token_law_has_dependent_steps():
+    assert [name for name, cls in LAWS.items() if not cls().iid] == []
+    assert not Token(source="markov").iid and not make_family("so2-accumulated", law="token", source="markov").iid_steps
+
+
+def standard_rope_scores(q: np.ndarray, k: np.ndarray, omega: np.ndarray) -> np.ndarray:
+    """Scores of the usual RoPE (RoFormer, Su et al. eq. 13-15, interleaved pairs), written out plainly:
+    rotate q_m by +m omega_b and k_n by +n omega_b in plane (2b, 2b+1), score q'_m . k'_n = q^T R((n - m) omega) k."""
+    t, d = q.shape
+    out = np.full((t, t), np.nan)
+    for m in range(t):
+        for n in range(m + 1):
+            qr, kr = q[m].copy(), k[n].copy()
+            for b, w in enumerate(omega):
+                for vec, pos, src in ((qr, m, q[m]), (kr, n, k[n])):
+                    c, s = np.cos(pos * w), np.sin(pos * w)
+                    vec[2 * b], vec[2 * b + 1] = c * src[2 * b] - s * src[2 * b + 1], s * src[2 * b] + c * src[2 * b + 1]
+            out[m, n] = qr @ kr
+    return out
+
+
+def test_standard_rope_is_accum_rope_with_the_frequencies_negated():
+    """accum's rope rotates by +omega per step, s_ij = q_i^T R((i - j) omega) k_j; the usual RoPE gives
+    q_i^T R((j - i) omega) k_j, i.e. accum's rope with omega -> -omega (conventions module docstring).
+    Odd length, asymmetric q != k per token, d = 6."""
+    rng = np.random.default_rng(8)
+    t, d = 7, 6
+    q, k = rng.normal(size=(2, t, d))
+    rope = make_family("rope", dim=d, base=100.0)
+    accum_steps = rope.sample(rng, t, 1)
+    omega = accum_steps.theta[0, 0]
+    np.testing.assert_allclose(AngleSteps(-accum_steps.theta).scores(q[None], k[None])[0],
+                               standard_rope_scores(q, k, omega), atol=1e-12)
+    accum_scores = accum_steps.scores(q[None], k[None])[0]
+    assert not np.allclose(np.tril(accum_scores), np.tril(standard_rope_scores(q, k, omega)))  # the directions differ
+    np.testing.assert_allclose(accum_scores, standard_rope_scores(q, k, -omega), atol=1e-12)

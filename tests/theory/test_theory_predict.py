@@ -7,6 +7,7 @@ import pytest
 
 from accum.simulations.examples import SignedPermutation
 from accum.simulations.families import make_family
+from accum.simulations.params import ParamError
 from accum.theory import NoClosedForm, QUANTITIES, predict
 from accum.theory import groups, householder
 
@@ -60,7 +61,7 @@ def test_errors_name_the_problem():
         predict("far-mass", make_family("so2-accumulated", law="token"), far_sizes=[3], s0=1.0)
     with pytest.raises(NoClosedForm):
         predict("far-variance", make_family("lie-walk", dim=4), offset=2)
-    with pytest.raises(ValueError, match="unknown quantity"):
+    with pytest.raises(ParamError, match="quantity .nonsense. is unknown; allowed: coherence"):
         predict("nonsense", make_family("haar"))
-    with pytest.raises(ValueError, match="bad options"):
+    with pytest.raises(ParamError, match="bad options"):
         predict("coherence", make_family("haar"), step=3)

@@ -1,0 +1,221 @@
+"""Angle laws of the ``so2-accumulated`` family: each law is one small class that owns its parameters, its sampler
+and its characteristic function, so a new law is one class here (added to ``LAWS``) plus its tests.
+
+A law draws the per-plane angles theta_tb of A_t = diag_b R(theta_tb) (interleaved planes, ``conventions``) and
+states phi_b(k) = E exp(i k theta_tb) for integer k, per plane b (d/2,).  The theory (``theory.so2``) builds
+everything from phi (i.i.d. laws: psi_b(n; k) = phi_b(k)^n) or, for the token law, from its Markov chain.
+Characteristic functions (standard results, e.g. Mardia & Jupp, "Directional Statistics", ch. 3):
+
+    gaussian N(mu, s^2)            exp(i k mu - k^2 s^2 / 2)
+    uniform U(-a, a)               sin(k a) / (k a)
+    vonmises (mu, kappa)           exp(i k mu) I_|k|(kappa) / I_0(kappa)
+    wrapped-cauchy (mu, gamma)     exp(i k mu - |k| gamma)
+    lattice {offset + 2 pi j / m}  exp(i k offset) if m divides k, else 0
+    rope-uniform                   uniform with a = omega_b = base^(-2b/d) on plane b
+    token                          (1/V) sum_x exp(i k table[x, b])  (stationary marginal; not i.i.d. for markov)
+
+Upper bounds on the parameters (a value beyond them is refused, never clipped): angles act modulo 2 pi, and in
+float64 |mu|, |offset|, a <= 1e6 still leave about 1e-10 rad of resolution after the reduction; scales sigma,
+gamma, table_sigma <= 1e3 are far past the point (~40) where the law is uniform on the circle to double precision,
+and kappa <= 1e6 (von Mises of circular standard deviation 1e-3) keeps the Bessel ratios accurate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+import numpy as np
+import scipy.special as sp
+
+from .conventions import rope_frequencies
+from .params import ParamSpec
+
+MU = ParamSpec("mu", "float", 0.0, "location", lo=-1e6, hi=1e6)
+BASE = ParamSpec("base", "float", 10000.0, "RoPE frequency base", lo=1.0, hi=1e12, lo_open=True)
+
+
+class AngleLaw:
+    """Protocol of an angle law: ``name``, ``PARAMS`` (its ``ParamSpec``s; the instance has one field per spec),
+    ``sample(rng, shape, dim)`` -> angles of ``shape`` = (batch, n_steps, d/2), ``characteristic(k, dim)`` -> (d/2,)
+    complex, and ``iid`` (independent angles across steps)."""
+
+    name: ClassVar[str]
+    PARAMS: ClassVar[tuple[ParamSpec, ...]]
+
+    @property
+    def iid(self) -> bool:
+        """Angles independent across steps (True unless the law says otherwise)."""
+        return True
+
+    def sample(self, rng: np.random.Generator, shape: tuple[int, int, int], dim: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def characteristic(self, k: int, dim: int) -> np.ndarray:
+        raise NotImplementedError
+
+
+def _same_on_planes(value: complex, dim: int) -> np.ndarray:
+    return np.full(dim // 2, value, dtype=complex)
+
+
+@dataclass(frozen=True)
+class Gaussian(AngleLaw):
+    name: ClassVar[str] = "gaussian"
+    PARAMS: ClassVar[tuple[ParamSpec, ...]] = (MU, ParamSpec("sigma", "float", 0.5, "standard deviation", lo=0.0, hi=1e3))
+    mu: float = 0.0
+    sigma: float = 0.5
+
+    def sample(self, rng, shape, dim):
+        return rng.normal(self.mu, self.sigma, shape)
+
+    def characteristic(self, k, dim):
+        return _same_on_planes(np.exp(1j * k * self.mu - 0.5 * k * k * self.sigma**2), dim)
+
+
+@dataclass(frozen=True)
+class Uniform(AngleLaw):
+    name: ClassVar[str] = "uniform"
+    PARAMS: ClassVar[tuple[ParamSpec, ...]] = (ParamSpec("a", "float", 1.0, "half-width: theta ~ U(-a, a)", lo=0.0, hi=1e6),)
+    a: float = 1.0
+
+    def sample(self, rng, shape, dim):
+        return rng.uniform(-self.a, self.a, shape)
+
+    def characteristic(self, k, dim):
+        return _same_on_planes(np.sinc(k * self.a / math.pi), dim)  # numpy sinc(x) = sin(pi x) / (pi x)
+
+
+@dataclass(frozen=True)
+class VonMises(AngleLaw):
+    name: ClassVar[str] = "vonmises"
+    PARAMS: ClassVar[tuple[ParamSpec, ...]] = (MU, ParamSpec("kappa", "float", 4.0, "concentration", lo=0.0, hi=1e6))
+    mu: float = 0.0
+    kappa: float = 4.0
+
+    def sample(self, rng, shape, dim):
+        return rng.vonmises(self.mu, self.kappa, shape)
+
+    def characteristic(self, k, dim):
+        return _same_on_planes(np.exp(1j * k * self.mu) * sp.ive(abs(k), self.kappa) / sp.ive(0, self.kappa), dim)
+
+
+@dataclass(frozen=True)
+class WrappedCauchy(AngleLaw):
+    name: ClassVar[str] = "wrapped-cauchy"
+    PARAMS: ClassVar[tuple[ParamSpec, ...]] = (MU, ParamSpec("gamma", "float", 0.2, "scale", lo=0.0, hi=1e3))
+    mu: float = 0.0
+    gamma: float = 0.2
+
+    def sample(self, rng, shape, dim):
+        return np.mod(self.mu + self.gamma * rng.standard_cauchy(shape), 2 * math.pi)
+
+    def characteristic(self, k, dim):
+        return _same_on_planes(np.exp(1j * k * self.mu - abs(k) * self.gamma), dim)
+
+
+@dataclass(frozen=True)
+class Lattice(AngleLaw):
+    name: ClassVar[str] = "lattice"
+    PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
+        ParamSpec("m", "int", 2, "theta uniform on offset + 2 pi k / m", lo=1, hi=1_000_000),
+        ParamSpec("offset", "float", 0.0, "lattice offset", lo=-1e6, hi=1e6),
+    )
+    m: int = 2
+    offset: float = 0.0
+
+    def sample(self, rng, shape, dim):
+        return self.offset + (2 * math.pi / self.m) * rng.integers(self.m, size=shape)
+
+    def characteristic(self, k, dim):
+        return _same_on_planes(np.exp(1j * k * self.offset) if k % self.m == 0 else 0.0, dim)
+
+
+@dataclass(frozen=True)
+class RopeUniform(AngleLaw):
+    name: ClassVar[str] = "rope-uniform"
+    PARAMS: ClassVar[tuple[ParamSpec, ...]] = (BASE,)
+    base: float = 10000.0
+
+    def sample(self, rng, shape, dim):
+        return rng.uniform(-1.0, 1.0, shape) * rope_frequencies(dim, self.base)
+
+    def characteristic(self, k, dim):
+        return np.sinc(k * rope_frequencies(dim, self.base) / math.pi) + 0j
+
+
+@dataclass(frozen=True)
+class Token(AngleLaw):
+    """theta_tb = table[x_t, b], table ~ N(0, table_sigma^2) from ``table_seed``; tokens i.i.d. or Markov."""
+
+    name: ClassVar[str] = "token"
+    PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
+        ParamSpec("vocab", "int", 8, "vocabulary size", lo=1, hi=1_000_000),
+        ParamSpec("source", "choice", "iid", "token source", choices=("iid", "markov")),
+        ParamSpec("stay", "float", 0.5, "probability of repeating a token", lo=0.0, hi=1.0, hi_open=True,
+                  only_with=("source", ("markov",))),
+        ParamSpec("table_sigma", "float", 1.0, "angle table entries ~ N(0, table_sigma^2)", lo=0.0, hi=1e3),
+        ParamSpec("table_seed", "int", 0, "seed of the angle table", lo=0, hi=2**63 - 1),
+    )
+    vocab: int = 8
+    source: str = "iid"
+    stay: float = 0.5
+    table_sigma: float = 1.0
+    table_seed: int = 0
+
+    @property
+    def iid(self) -> bool:
+        return self.source == "iid"
+
+    def table(self, dim: int) -> np.ndarray:
+        """Per-token angles, (vocab, d/2): default_rng(table_seed).normal(0, table_sigma)."""
+        return np.random.default_rng(self.table_seed).normal(0.0, self.table_sigma, size=(self.vocab, dim // 2))
+
+    def chain(self) -> tuple[np.ndarray, np.ndarray]:
+        """(pi, P): pi uniform; P = 1 pi^T (iid) or stay I + (1 - stay) 1 1^T / V (markov)."""
+        v = self.vocab
+        pi = np.full(v, 1.0 / v)
+        if self.source == "iid":
+            return pi, np.tile(pi, (v, 1))
+        return pi, self.stay * np.eye(v) + (1.0 - self.stay) / v * np.ones((v, v))
+
+    def tokens(self, rng: np.random.Generator, batch: int, n: int) -> np.ndarray:
+        """Token ids x_t, (batch, n) int64: i.i.d. uniform, or x_t = x_{t-1} with probability ``stay`` else a fresh
+        uniform draw (P above: reversible, uniform stationary law)."""
+        fresh = rng.integers(self.vocab, size=(batch, n))
+        if self.source == "iid":
+            return fresh
+        redraw = rng.random((batch, n)) >= self.stay
+        redraw[:, 0] = True
+        last = np.maximum.accumulate(np.where(redraw, np.arange(n), 0), axis=1)
+        return np.take_along_axis(fresh, last, axis=1)
+
+    def sample(self, rng, shape, dim):
+        batch, n, _ = shape
+        return self.table(dim)[self.tokens(rng, batch, n)]
+
+    def characteristic(self, k, dim):
+        return np.mean(np.exp(1j * k * self.table(dim)), axis=0)
+
+
+LAWS: dict[str, type[AngleLaw]] = {cls.name: cls for cls in (Gaussian, Uniform, VonMises, WrappedCauchy, Lattice, RopeUniform, Token)}
+
+
+def law_params() -> tuple[ParamSpec, ...]:
+    """The ``so2-accumulated`` parameters of every law, each marked ``only_with`` the laws that use it (a spec shared
+    by several laws, like ``mu``, once), in ``LAWS`` order."""
+    users: dict[str, list[str]] = {}
+    specs: dict[str, ParamSpec] = {}
+    for name, cls in LAWS.items():
+        for spec in cls.PARAMS:
+            specs.setdefault(spec.name, spec)
+            users.setdefault(spec.name, []).append(name)
+    return tuple(spec if spec.only_with else replace(spec, only_with=("law", tuple(users[spec.name])))
+                 for spec in specs.values())
+
+
+def make_law(name: str, values: dict[str, Any]) -> AngleLaw:
+    """The law ``name`` with its parameters taken from ``values`` (a dict holding at least its PARAMS)."""
+    cls = LAWS[name]
+    return cls(**{spec.name: values[spec.name] for spec in cls.PARAMS})
