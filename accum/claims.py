@@ -26,7 +26,7 @@ from accum.simulations import estimators as est
 from accum.simulations import reference
 from accum.simulations.families import Family, family_name, family_params
 from accum.simulations.steps import AngleSteps
-from accum.theory import far, prediction
+from accum.theory import Prediction, far, prediction
 from accum.theory.predict import NoClosedForm
 
 from .verdict import Measurement, dispersion
@@ -61,14 +61,15 @@ def register(name: str, claim: str | Callable[..., str], kinds: Callable[..., tu
 
 
 def label(family: Family) -> str:
-    """Short name with the parameters that differ from the family's defaults, e.g. ``householder(d=16, beta=2)``."""
+    """Short name with the parameters that differ from the family's defaults, e.g. ``householder(d=16, beta=2)``
+    (a user family by its class name; the JSON rows keep its full ``module:Class`` in ``params``)."""
     params = family_params(family)
     defaults = {}
     cls = type(family)
     if hasattr(cls, "PARAMS"):
         defaults = {s.name: s.default for s in cls.PARAMS}
     inner = [f"{k}={v}" for k, v in params.items() if k != "dim" and defaults.get(k, object()) != v]
-    return f"{family_name(family)}(d={family.dim}{', ' if inner else ''}{', '.join(inner)})"
+    return f"{family_name(family).rpartition(':')[2]}(d={family.dim}{', ' if inner else ''}{', '.join(inner)})"
 
 
 def measurement(claim: str, family: Family, what: str, kind: str, measured: Any, stderr: Any, predicted: Any,
@@ -76,6 +77,14 @@ def measurement(claim: str, family: Family, what: str, kind: str, measured: Any,
     return Measurement(claim, label(family), what, kind, np.asarray(measured, float), np.asarray(stderr, float),
                        np.asarray(predicted, float), int(n), params={"family": family_name(family), **family_params(family)},
                        **kw)
+
+
+def reference_for(p: Prediction, dof: float | None = None) -> dict:
+    """The reference distribution of a row whose own standard error has ``dof`` degrees of freedom (None: many)
+    and whose prediction ``p`` may be estimated with ``p.dof`` of its own: Student t with the smaller of the
+    two (a conservative Welch-type choice), normal when both are large."""
+    dofs = [x for x in (dof, p.dof if p.samples else None) if x]
+    return {"reference": "t", "dof": min(dofs)} if dofs else {}
 
 
 def probe_pair(dim: int, rng: np.random.Generator, overlap: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
@@ -98,7 +107,8 @@ def check_coherence(family: Family, rng: np.random.Generator, *, steps: int, sam
     e = est.coherence(family, steps, samples, rng, q=q, k=k)
     p = prediction("coherence", family, rng=rng, samples=theory_samples, steps=steps, q=q, k=k)
     return [measurement("C1", family, f"c(n) = E q'A_n..A_1 k, n=1..{steps} (q != k)", "statistical", e.mean[1:],
-                        e.stderr[1:], np.asarray(p.value)[1:], e.n, pred_stderr=np.asarray(p.stderr)[1:], source=p.source),
+                        e.stderr[1:], np.asarray(p.value)[1:], e.n, pred_stderr=np.asarray(p.stderr)[1:], source=p.source,
+                        **reference_for(p)),
             measurement("C1", family, f"|c({steps})| <= {eps} (decayed)", "statistical", abs(e.mean[-1]), e.stderr[-1],
                         eps, e.n, side="upper", source="claim")]
 
@@ -150,7 +160,7 @@ def check_window(family: Family, rng: np.random.Generator, *, contexts: Sequence
     growth, growth_se = est.jackknife(tail, [sums, squares], sizes)
     exact = deterministic(family)
     kind = "exact" if exact else "statistical"
-    ref = {} if exact else {"reference": "t", "dof": JACKKNIFE_GROUPS - 1}
+    ref = {} if exact else reference_for(preds[0], JACKKNIFE_GROUPS - 1)
     contrast = " (contrast: grows)" if family_name(family) == "rope" else ""
     return [measurement("C2", family, f"window W(T), T={list(contexts)}", kind, w, se, pw, ests[0].n,
                         pred_stderr=pse, source=preds[0].source, floor=1e-9, **ref),
@@ -167,8 +177,8 @@ def check_window_bias(family: Family, rng: np.random.Generator, *, context: int,
     e = est.window(family, context, samples, rng)
     p = prediction("window", family, rng=rng, samples=theory_samples, context=context)
     return [measurement("C2", family, f"W({context}) from {samples} paths (noise must not add width)", "statistical",
-                        e.mean, e.stderr, p.value, e.n, pred_stderr=p.stderr, source=p.source, reference="t",
-                        dof=JACKKNIFE_GROUPS - 1)]
+                        e.mean, e.stderr, p.value, e.n, pred_stderr=p.stderr, source=p.source,
+                        **reference_for(p, JACKKNIFE_GROUPS - 1))]
 
 
 # --- C3: transfer ----------------------------------------------------------------------------------------
@@ -185,7 +195,7 @@ def check_transfer(family: Family, rng: np.random.Generator, *, train: int, eval
     keep = slice(1, None)  # Delta = 0 is q.k exactly
     return [measurement("C3", family, f"profile c_T(Delta) at T={train} vs theory", "statistical", short.mean[keep],
                         short.stderr[keep], np.asarray(p.value)[keep], short.n, pred_stderr=np.asarray(p.stderr)[keep],
-                        source=p.source),
+                        source=p.source, **reference_for(p)),
             measurement("C3", family, f"profile at T={evaluate} minus at T={train}, Delta<{train}", "statistical",
                         (long.mean[:train] - short.mean)[keep], diff_se[keep], 0.0, short.n, source="claim",
                         effect_scale=float(np.max(np.abs(np.asarray(p.value)[keep]))))]
@@ -217,7 +227,7 @@ def check_scores_far_variance(family: Family, rng: np.random.Generator, *, lengt
     p = prediction("far-variance", family, rng=rng, samples=theory_samples, offset=offset, q=q, k=k)
     return [measurement("C4", family, f"d E[s^2] at Delta={offset} from scores(), T={length}, q != k", "statistical",
                         per_seq.mean(), per_seq.std(ddof=1) / math.sqrt(sequences), p.value, sequences,
-                        pred_stderr=p.stderr, source=p.source, reference="t", dof=sequences - 1)]
+                        pred_stderr=p.stderr, source=p.source, **reference_for(p, sequences - 1))]
 
 
 # --- C5: far mass, the bound, ALiBi ----------------------------------------------------------------------
@@ -355,7 +365,7 @@ def check_values(family: Family, rng: np.random.Generator, *, far_sizes: Sequenc
     p = prediction("far-residual", family, rng=rng, samples=theory_samples, far_sizes=np.asarray(far_sizes))
     plain = est.far_residual(family, far_sizes[:1], 2, rng, value_rotation=False)
     return [measurement("C6", family, f"|r(N)|^2/|m|^2 with value rotation, N={list(far_sizes)}", "statistical",
-                        e.mean, e.stderr, p.value, e.n, pred_stderr=p.stderr, source=p.source),
+                        e.mean, e.stderr, p.value, e.n, pred_stderr=p.stderr, source=p.source, **reference_for(p)),
             measurement("C6", family, "QK-only contrast: |r|^2/|m|^2 = 1", "exact", plain.mean, 0.0, 1.0, plain.n,
                         floor=1e-12, source="closed form")]
 

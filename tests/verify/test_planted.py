@@ -18,7 +18,7 @@ import textwrap
 import pytest
 
 from accum import verify as v
-from accum.simulations import estimators, families, steps
+from accum.simulations import estimators, families, laws, steps
 from accum.simulations.families import family_name
 from accum.theory import householder, so2, values
 
@@ -79,15 +79,15 @@ DEFECTS = [
     ("log-sum-exp carry lost", "C5", "so2-accumulated(d=16, mu=0.3)", "far-mass", estimators, "near_weight",
      "lse = np.logaddexp(lse, logsumexp(logits, axis=-1))", "lse = logsumexp(logits, axis=-1)"),
     ("Markov source ignores its transitions", "C1", "so2-accumulated(d=16, law=token, source=markov, stay=0.7)",
-     "coherence", families, "token_sequence", 'if source == "iid":', "if True:"),
+     "coherence", laws.Token, "tokens", 'if self.source == "iid":', "if True:"),
     ("closed form: rate 1 - beta/(d + 0.5)", "C1", "householder(d=16)", "coherence", householder, "mean_rate",
      "return 1.0 - beta / d", "return 1.0 - beta / (d + 0.5)"),
-    ("closed form: Gaussian exponent / 2.05", "C1", "so2-accumulated(d=16, mu=0.3)", "coherence", so2, "characteristic",
-     "np.exp(1j * kf * mu - 0.5 * kf**2 * sigma**2)", "np.exp(1j * kf * mu - kf**2 * sigma**2 / 2.05)"),
+    ("closed form: Gaussian exponent / 2.05", "C1", "so2-accumulated(d=16, mu=0.3)", "coherence", laws.Gaussian,
+     "characteristic", "np.exp(1j * k * self.mu - 0.5 * k * k * self.sigma**2)",
+     "np.exp(1j * k * self.mu - k * k * self.sigma**2 / 2.05)"),
     ("closed form: window 2% high", "C2", "so2-accumulated(d=16, mu=0.3)", "window", predict, "window_width",
-     "return window.width_from_curve(coherence(family, context - 1))",
-     "return 1.02 * window.width_from_curve(coherence(family, context - 1))"),
-    ("closed form: far variance 2% high", "C4", "haar(d=16)", "scores-far-variance", predict, "far_variance",
+     "return closed_forms(family).window(context, q, k)", "return 1.02 * closed_forms(family).window(context, q, k)"),
+    ("closed form: far variance 2% high", "C4", "haar(d=16)", "scores-far-variance", predict.HaarForms, "far_variance",
      "return float(q @ q) * float(k @ k)", "return 1.02 * float(q @ q) * float(k @ k)"),
     ("closed form: far mass 2% high", "C5", "so2-accumulated(d=16, mu=0.3)", "far-mass", so2, "far_mass",
      "return np.array(out)", "return 1.02 * np.array(out)"),
