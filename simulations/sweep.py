@@ -31,6 +31,7 @@ import math
 import multiprocessing
 import os
 import re
+import signal
 import sys
 import tomllib
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -455,14 +456,27 @@ def serial_outcomes(fn: Callable[[Any], Any], items: list) -> Iterator[tuple[Any
         yield item, outcome
 
 
+def ignore_interrupts() -> None:
+    """Pool worker initializer: Ctrl-C (SIGINT, sent to the whole process group) is the parent's to handle."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def pool_outcomes(fn: Callable[[Any], Any], items: list, workers: int) -> Iterator[tuple[Any, Any]]:
-    """Local ``spawn`` process pool of ``workers`` single-threaded processes; outcomes as they finish."""
+    """Local ``spawn`` process pool of ``workers`` single-threaded processes; outcomes as they finish.
+
+    Workers ignore SIGINT; when the parent stops early (Ctrl-C, or its consumer stops reading) the jobs in
+    flight are abandoned: the worker processes are terminated rather than waited for."""
     with single_thread_env():
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=ignore_interrupts)
         try:
             futures = {pool.submit(fn, item): item for item in items}
             for future in as_completed(futures):
                 yield futures[future], future.exception() or future.result()
+        except BaseException:
+            for process in list((pool._processes or {}).values()):  # the executor has no public terminate
+                process.terminate()
+            raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
