@@ -474,7 +474,7 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--family", help="verify one family (built-in name or module:Class) on every claim that applies")
     p.add_argument("--param", action="append", metavar="K=V", help="parameter of --family (repeatable)")
     p.add_argument("--calibrate", type=int, metavar="N", help="run the report at N fresh seeds; print its failure rate")
-    p.add_argument("--workers", type=int, metavar="K", help="local processes (default 1; --calibrate: usable CPUs)")
+    p.add_argument("--workers", type=int, metavar="K", help="local processes (default: usable CPUs; 1 = in this process)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run the checks (or --calibrate's reports) on Dask")
     p.add_argument("--cache", metavar="DIR", help="save each finished check here; a re-run reuses it")
     p.add_argument("--json", metavar="PATH")
@@ -506,7 +506,7 @@ def run_verify(args: argparse.Namespace) -> int:
             raise ParamError("give --workers (local processes) or --scheduler (Dask), not both")
     if args.calibrate is not None:
         return run_calibrate(args)
-    workers = 1 if args.workers is None else check_workers(args.workers, "--workers")
+    workers = default_workers() if args.workers is None else check_workers(args.workers, "--workers")
     cache = None if args.cache is None else make_output_dir(args.cache, "--cache")
     start = time.perf_counter()
     preset = PRESETS[args.preset]
