@@ -202,7 +202,7 @@ def mean_product_sq(family: Family, n_steps: int, n_samples: int, rng: np.random
     With P_1..P_M i.i.d. products, (||sum_m P_m||_F^2 - sum_m ||P_m||_F^2) / (M (M-1)) is unbiased for
     ||E P||_F^2 (no noise floor, unlike the norm of the sample mean).  Equals |c|^2 when E P = c I.
     Jackknife standard error over groups (n_samples >= 4, so each left-out set still has two samples).
-    Block-SO(2) steps take ``_angle_product_sums`` (P_t = diag_b R(Theta_tb), one cos and sin per plane).
+    Block-SO(2) steps keep only per-plane cos/sin sums (``_angle_cos_sin_sums``, ``_rotation_block_sums``).
     """
     check_positive_int("n_steps", n_steps)
     d = family.dim
@@ -210,18 +210,21 @@ def mean_product_sq(family: Family, n_steps: int, n_samples: int, rng: np.random
     sizes = group_sizes(n_samples, least=4)
     sums, norms = [], []
     for size in sizes:
-        s, nrm = 0.0, 0.0
+        s, nrm, planes, rotations = 0.0, 0.0, 0.0, 0
         for b in batches(size, (n_steps + 1) * d * d):
             steps = family.sample(rng, n_steps, b)
             if isinstance(steps, AngleSteps):
-                total, norm = _angle_product_sums(steps.theta)
+                planes = planes + _angle_cos_sin_sums(steps.theta)
+                rotations += b
             else:
                 paths = np.stack([steps.transport(np.broadcast_to(eye[c], (b, d))) for c in range(d)], axis=-1)
-                total, norm = paths.sum(axis=0), np.sum(paths**2, axis=(0, 2, 3))
-            s = s + total
-            nrm = nrm + norm
+                s = s + paths.sum(axis=0)
+                nrm = nrm + np.sum(paths**2, axis=(0, 2, 3))
+        if rotations:
+            s = s + _rotation_block_sums(planes, rotations)
+            nrm = nrm + float(rotations * d)
         sums.append(s)
-        norms.append(nrm)
+        norms.append(np.broadcast_to(nrm, (n_steps + 1,)))
 
     def stat(total: np.ndarray, norm: np.ndarray, m: int) -> np.ndarray:
         return (np.sum(total**2, axis=(1, 2)) - norm) / (m * (m - 1)) / d
@@ -230,30 +233,31 @@ def mean_product_sq(family: Family, n_steps: int, n_samples: int, rng: np.random
     return Estimate(full, se, int(np.sum(sizes)), {"steps": np.arange(n_steps + 1)})
 
 
-def _angle_product_sums(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sum over the batch of P_t = A_t ... A_1 (t = 0..n, (n+1, d, d)) and of ||P_t||_F^2 ((n+1,)), SO(2) steps.
-
-    theta (batch, n, p).  P_t is block-diagonal with plane b = [[cos, -sin], [sin, cos]](Theta_tb), so the sum
-    over samples has blocks [[C, -S], [S, C]] with C = sum cos Theta_tb, S = sum sin Theta_tb, and
-    ||P_t||_F^2 = sum_b 2 (cos^2 + sin^2) Theta_tb (= d up to rounding).
-    """
+def _angle_cos_sin_sums(theta: np.ndarray) -> np.ndarray:
+    """(sum_m cos Theta_tb, sum_m sin Theta_tb) over the batch, shape (2, n, p), from theta (batch, n, p)."""
     import torch
 
     from .backend_torch import as_tensor
 
-    batch, n, p = theta.shape
     cum = torch.cumsum(as_tensor(theta), dim=1)
-    cos, sin = torch.cos(cum), torch.sin(cum)
-    c_sum, s_sum = cos.sum(dim=0).numpy(), sin.sum(dim=0).numpy()
-    norm = np.empty(n + 1)
-    norm[0] = batch * 2 * p
-    norm[1:] = 2 * (cos * cos + sin * sin).sum(dim=(0, 2)).numpy()
+    s_sum = torch.sin(cum).sum(dim=0)
+    return torch.stack([torch.cos(cum, out=cum).sum(dim=0), s_sum]).numpy()
+
+
+def _rotation_block_sums(planes: np.ndarray, count: int) -> np.ndarray:
+    """Sum of P_t = A_t ... A_1 over ``count`` block-SO(2) samples, t = 0..n, shape (n+1, d, d).
+
+    P_t is block-diagonal with plane b = [[cos, -sin], [sin, cos]](Theta_tb), so the sum has blocks
+    [[C, -S], [S, C]] with (C, S) = planes (2, n, p); P_0 = I.  Every P_t is a rotation, ||P_t||_F^2 = d.
+    """
+    c_sum, s_sum = planes
+    n, p = c_sum.shape
     total = np.zeros((n + 1, 2 * p, 2 * p))
-    total[0] = batch * np.eye(2 * p)
+    total[0] = count * np.eye(2 * p)
     ev, od = np.arange(0, 2 * p, 2), np.arange(1, 2 * p, 2)
     total[1:, ev, ev], total[1:, ev, od] = c_sum, -s_sum
     total[1:, od, ev], total[1:, od, od] = s_sum, c_sum
-    return total, norm
+    return total
 
 
 def _check_eps(eps: float) -> None:
