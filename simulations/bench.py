@@ -44,17 +44,30 @@ def best_time(fn: Callable[[], object], repeats: int) -> float:
 
     A first call that takes over a second is the measurement itself: a slow baseline is not run again.
     """
-    start = time.perf_counter()
-    fn()
-    first = time.perf_counter() - start
-    if first > 1.0:
-        return first
-    times = []
-    for _ in range(repeats):
+    return paired_times(fn, None, repeats)[0]
+
+
+def paired_times(fast: Callable[[], object], base: Callable[[], object] | None, repeats: int) -> tuple[float, float]:
+    """Minimum wall-clock seconds of ``fast()`` and ``base()``, timed alternately (fast, base, fast, ...).
+
+    Alternating puts both under the same load when another process comes and goes, so their ratio holds
+    even when the absolute times do not.  One warm-up call each; a first call over a second is the measurement.
+    """
+    fns = [fast] if base is None else [fast, base]
+    firsts = []
+    for fn in fns:
         start = time.perf_counter()
         fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+        firsts.append(time.perf_counter() - start)
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeats):
+        for fn, first, ts in zip(fns, firsts, times):
+            if first <= 1.0:
+                start = time.perf_counter()
+                fn()
+                ts.append(time.perf_counter() - start)
+    best = [min(ts) if ts else first for ts, first in zip(times, firsts)]
+    return best[0], (best[1] if base is not None else float("nan"))
 
 
 def causal_qk(q: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -94,25 +107,28 @@ def estimator_rows(repeats: int) -> list[dict]:
     out = []
     for name, fam in (("so2-accumulated d=16", so2), ("householder d=16", hh)):
         out.append(_ratio(f"coherence estimator / drawing its random steps ({name}, n=128, 4000 samples)",
-                          best_time(lambda: est.coherence(fam, n_steps, n, np.random.default_rng(1)), repeats),
-                          best_time(lambda: coherence_draws(fam, n_steps, n, 1), repeats), 1.5, "slowdown"))
+                          *paired_times(lambda: est.coherence(fam, n_steps, n, np.random.default_rng(1)),
+                                        lambda: coherence_draws(fam, n_steps, n, 1), repeats), 1.5, "slowdown"))
     out.append(_ratio("product-norm estimator / drawing its random steps (so2-accumulated d=16, n=128, 2000 samples)",
-                      best_time(lambda: est.mean_product_sq(so2, n_steps, 2000, np.random.default_rng(1)), repeats),
-                      best_time(lambda: coherence_draws(so2, n_steps, 2000, 1, least=4, per_dim=16), repeats), 1.5, "slowdown"))
+                      *paired_times(lambda: est.mean_product_sq(so2, n_steps, 2000, np.random.default_rng(1)),
+                                    lambda: coherence_draws(so2, n_steps, 2000, 1, least=4, per_dim=16), repeats), 1.5, "slowdown"))
     small = make_family("householder", dim=8)
     out.append(_ratio("product-norm estimator / drawing its random steps (householder d=8, n=64, 400 samples; "
                       "d^2 work per d draws, context)",
-                      best_time(lambda: est.mean_product_sq(small, 64, 400, np.random.default_rng(1)), repeats),
-                      best_time(lambda: coherence_draws(small, 64, 400, 1, least=4, per_dim=8), repeats), None, "slowdown"))
+                      *paired_times(lambda: est.mean_product_sq(small, 64, 400, np.random.default_rng(1)),
+                                    lambda: coherence_draws(small, 64, 400, 1, least=4, per_dim=8), repeats), None, "slowdown"))
     far, samples = 100_000, 8
-    floor = best_time(lambda: stream_draws(so2, far, samples, 1), repeats)
+
+    def floor() -> None:
+        stream_draws(so2, far, samples, 1)
+
     rows = (("near_weight", lambda: est.near_weight(so2, [1000, far], 4.0, samples, np.random.default_rng(1))),
             ("far mass with ALiBi slope (near_weight)",
              lambda: est.near_weight(so2, [1000, far], 4.0, samples, np.random.default_rng(1), alibi_slope=1e-4)),
             ("far_residual", lambda: est.far_residual(so2, [1000, far], samples, np.random.default_rng(1))))
     for name, run in rows:
         out.append(_ratio(f"{name} / drawing its random steps (so2-accumulated d=16, N=1e5, 8 samples)",
-                          best_time(run, repeats), floor, 2.0, "slowdown"))
+                          *paired_times(run, floor, repeats), 2.0, "slowdown"))
     return out
 
 
@@ -141,14 +157,14 @@ def _all_rows(repeats: int, seed: int) -> list[dict]:
     q, k = rng.normal(size=(1, t, d)), rng.normal(size=(1, t, d))
     so2, rope = make_family("so2-accumulated", dim=d, law="rope-uniform"), make_family("rope", dim=d)
     out.append(_ratio("so2-accumulated scores / RoPE scores (T=4096, d=64, sampling included)",
-                      best_time(lambda: so2.sample(rng, t, 1).scores(q, k), repeats),
-                      best_time(lambda: rope.sample(rng, t, 1).scores(q, k), repeats), 1.5, "slowdown"))
+                      *paired_times(lambda: so2.sample(rng, t, 1).scores(q, k), lambda: rope.sample(rng, t, 1).scores(q, k), repeats),
+                      1.5, "slowdown"))
     t = 2048
     q, k = q[:, :t], k[:, :t]
     hh = make_family("householder", dim=d, beta=1.5)
     steps = hh.sample(rng, t, 1)
     out.append(_ratio("Householder all-pair scores / causal q k^T (T=2048, d=64)",
-                      best_time(lambda: steps.scores(q, k), repeats), best_time(lambda: causal_qk(q, k), repeats), 4.0, "slowdown"))
+                      *paired_times(lambda: steps.scores(q, k), lambda: causal_qk(q, k), repeats), 4.0, "slowdown"))
     out.extend(estimator_rows(repeats))
     t = 1024
     q, k = q[:, :t], k[:, :t]

@@ -208,29 +208,42 @@ def mean_product_sq(family: Family, n_steps: int, n_samples: int, rng: np.random
     d = family.dim
     eye = np.eye(d)
     sizes = group_sizes(n_samples, least=4)
-    sums, norms = [], []
+    sums, norms, planes, rotations = [], [], [], []
     for size in sizes:
-        s, nrm, planes, rotations = 0.0, 0.0, 0.0, 0
+        s, nrm, pl, rot = 0.0, 0.0, 0.0, 0
         for b in batches(size, (n_steps + 1) * d * d):
             steps = family.sample(rng, n_steps, b)
             if isinstance(steps, AngleSteps):
-                planes = planes + _angle_cos_sin_sums(steps.theta)
-                rotations += b
+                pl = pl + _angle_cos_sin_sums(steps.theta)
+                rot += b
             else:
                 paths = np.stack([steps.transport(np.broadcast_to(eye[c], (b, d))) for c in range(d)], axis=-1)
                 s = s + paths.sum(axis=0)
                 nrm = nrm + np.sum(paths**2, axis=(0, 2, 3))
-        if rotations:
-            s = s + _rotation_block_sums(planes, rotations)
-            nrm = nrm + float(rotations * d)
         sums.append(s)
-        norms.append(np.broadcast_to(nrm, (n_steps + 1,)))
+        norms.append(np.broadcast_to(nrm + float(rot * d), (n_steps + 1,)))
+        planes.append(pl)
+        rotations.append(rot)
+    if all(r == size for r, size in zip(rotations, sizes)):  # every step block-SO(2): stay with plane sums
+        full, se = jackknife(lambda total, m: _rotation_sq_norm(total, m, d), [np.array(planes)], np.array(sizes))
+        return Estimate(full, se, int(np.sum(sizes)), {"steps": np.arange(n_steps + 1)})
+    sums = [s + _rotation_block_sums(pl, r) if r else s for s, pl, r in zip(sums, planes, rotations)]
 
     def stat(total: np.ndarray, norm: np.ndarray, m: int) -> np.ndarray:
         return (np.sum(total**2, axis=(1, 2)) - norm) / (m * (m - 1)) / d
 
     full, se = jackknife(stat, [np.array(sums), np.array(norms)], np.array(sizes))
     return Estimate(full, se, int(np.sum(sizes)), {"steps": np.arange(n_steps + 1)})
+
+
+def _rotation_sq_norm(planes: np.ndarray, m: int, d: int) -> np.ndarray:
+    """The U-statistic (||sum P||_F^2 - m d) / (m (m - 1) d) for m block-SO(2) samples, t = 0..n.
+
+    ||sum_m P_t||_F^2 = sum_b 2 (C_tb^2 + S_tb^2) from the plane sums (C, S) = planes (2, n, p)
+    (``_rotation_block_sums``); at t = 0 every P = I and the statistic is exactly 1.
+    """
+    body = (2 * np.sum(planes[0] ** 2 + planes[1] ** 2, axis=1) - m * d) / (m * (m - 1)) / d
+    return np.concatenate([[1.0], body])
 
 
 def _angle_cos_sin_sums(theta: np.ndarray) -> np.ndarray:
