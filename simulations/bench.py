@@ -92,12 +92,16 @@ def coherence_draws(family, n_steps: int, n_samples: int, seed: int, least: int 
             family.sample(rng, n_steps, b)
 
 
-def stream_draws(family, far: int, n_samples: int, seed: int, chunk: int = 4096) -> None:
-    """The ``family.sample`` calls of ``near_weight`` / ``far_residual`` for a largest far size ``far``."""
+def stream_draws(family, far_sizes: list[int], n_samples: int, seed: int, chunk: int = 4096) -> None:
+    """The ``family.sample`` calls of ``near_weight`` / ``far_residual``: chunks cut at every far size."""
     rng = np.random.default_rng(seed)
     for b in est.batches(n_samples, chunk * family.dim * 4):
-        for start in range(0, far, chunk):
-            family.sample(rng, min(chunk, far - start), b)
+        done = 0
+        for target in far_sizes:
+            while done < target:
+                n = min(chunk, target - done)
+                family.sample(rng, n, b)
+                done += n
 
 
 def estimator_rows(repeats: int) -> list[dict]:
@@ -117,15 +121,15 @@ def estimator_rows(repeats: int) -> list[dict]:
                       "d^2 work per d draws, context)",
                       *paired_times(lambda: est.mean_product_sq(small, 64, 400, np.random.default_rng(1)),
                                     lambda: coherence_draws(small, 64, 400, 1, least=4, per_dim=8), repeats), None, "slowdown"))
-    far, samples = 100_000, 8
+    far_sizes, samples = [1000, 100_000], 8
 
     def floor() -> None:
-        stream_draws(so2, far, samples, 1)
+        stream_draws(so2, far_sizes, samples, 1)
 
-    rows = (("near_weight", lambda: est.near_weight(so2, [1000, far], 4.0, samples, np.random.default_rng(1))),
+    rows = (("near_weight", lambda: est.near_weight(so2, far_sizes, 4.0, samples, np.random.default_rng(1))),
             ("far mass with ALiBi slope (near_weight)",
-             lambda: est.near_weight(so2, [1000, far], 4.0, samples, np.random.default_rng(1), alibi_slope=1e-4)),
-            ("far_residual", lambda: est.far_residual(so2, [1000, far], samples, np.random.default_rng(1))))
+             lambda: est.near_weight(so2, far_sizes, 4.0, samples, np.random.default_rng(1), alibi_slope=1e-4)),
+            ("far_residual", lambda: est.far_residual(so2, far_sizes, samples, np.random.default_rng(1))))
     for name, run in rows:
         out.append(_ratio(f"{name} / drawing its random steps (so2-accumulated d=16, N=1e5, 8 samples)",
                           *paired_times(run, floor, repeats), 2.0, "slowdown"))
