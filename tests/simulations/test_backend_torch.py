@@ -136,3 +136,12 @@ def test_device_cpu_is_bit_identical_to_the_numpy_path_on_the_same_angles(chunk)
     a = est.coherence(fam, 9, 40, np.random.default_rng(9), device="cpu")
     b = est.coherence(TorchReplay(fam, np.random.default_rng(9)), 9, 40, np.random.default_rng(0))
     np.testing.assert_allclose(a.mean, b.mean, rtol=1e-13, atol=1e-15)
+
+
+def test_gpu_bench_script_runs_on_cpu_at_small_scale(capsys):
+    from accum.simulations import gpu_bench
+    out = gpu_bench.run("cpu", dim=4, far=300, samples=3, chunk=64)
+    assert out["far_tokens"] == 900 and 0 < out["near_weight"] < 1 and out["far_mass"] > 0
+    assert all(np.isfinite(out[k]) and out[k] > 0 for k in ("draw_s", "near_weight_ratio", "far_residual_ratio"))
+    assert gpu_bench.main(["--device", "cpu", "--dim", "5"]) == 2
+    assert "--dim must be even" in capsys.readouterr().err
