@@ -151,6 +151,50 @@ def jackknife(stat: Callable[..., np.ndarray], group_sums: Sequence[np.ndarray],
     return full, np.sqrt((g - 1) / g * np.sum((leave - leave.mean(axis=0)) ** 2, axis=0))
 
 
+def bilinear_path(family: Family, rng: np.random.Generator, n_steps: int, batch: int, q: np.ndarray, k: np.ndarray,
+                  transposed: bool = False, last_only: bool = False) -> np.ndarray:
+    """q^T A_t ... A_1 k for t = 0..n_steps, (batch, n_steps + 1), for ``batch`` fresh sequences of steps.
+
+    Equal to ``family.sample(rng, n_steps, batch).bilinear(q, k)`` (``transposed``: the steps' transposes,
+    k^T A_1 ... A_t q).  A path longer than the batch budget, n_steps d > BATCH_BUDGET, is drawn and
+    accumulated in chunks of BATCH_BUDGET / d steps carrying the transported k (for SO(2) steps, the
+    cumulative angle), so memory stays one chunk plus the returned row ((batch, 2), t = 0 and n, with
+    ``last_only``).  q, k: (d,).
+    """
+    per_chunk = max(1, BATCH_BUDGET // family.dim)
+    if n_steps <= per_chunk:
+        steps = family.sample(rng, n_steps, batch)
+        return (steps.transposed() if transposed else steps).bilinear(q, k)
+    import torch
+
+    from . import backend_torch as bt
+
+    out = np.empty((batch, 2 if last_only else n_steps + 1))
+    out[:, 0] = q @ k
+    x, theta = np.broadcast_to(k, (batch, family.dim)), None
+    coef = bt.probe_coefficients(q, k) if family.dim % 2 == 0 else None
+    for start in range(0, n_steps, per_chunk):
+        m = min(per_chunk, n_steps - start)
+        steps = family.sample(rng, m, batch)
+        steps = steps.transposed() if transposed else steps
+        if isinstance(steps, AngleSteps) and start == 0:
+            theta = torch.zeros((batch, family.dim // 2), dtype=torch.float64)
+        if isinstance(steps, AngleSteps) and theta is not None:
+            y, theta = bt.far_logits(bt.as_tensor(steps.theta), theta, *coef)
+            y = y.numpy()
+        else:
+            if theta is not None:  # a family that changed form mid-path: continue from the rotated k
+                x, theta = AngleSteps(theta.numpy()[:, None, :]).transport(x)[:, -1], None
+            path = steps.transport(x)
+            x = path[:, -1]
+            y = path[:, 1:] @ q
+        if last_only:
+            out[:, 1] = y[:, -1]
+        else:
+            out[:, start + 1:start + m + 1] = y
+    return out
+
+
 def coherence(family: Family, n_steps: int, n_samples: int, rng: np.random.Generator,
               q: np.ndarray | None = None, k: np.ndarray | None = None, device: str | None = None) -> Estimate:
     """c(n) = E[q^T A_n ... A_1 k] for n = 0..n_steps.
@@ -165,7 +209,7 @@ def coherence(family: Family, n_steps: int, n_samples: int, rng: np.random.Gener
     k = unit_probe(family.dim) if k is None else np.asarray(k, float)
     per_sample = (n_steps + 1) * family.dim
     if device is None:
-        sums, squares, sizes = grouped_sums(lambda b: family.sample(rng, n_steps, b).bilinear(q, k), n_samples, per_sample)
+        sums, squares, sizes = grouped_sums(lambda b: bilinear_path(family, rng, n_steps, b, q, k), n_samples, per_sample)
     else:
         sums, squares, sizes = _torch_grouped_coherence(family, n_steps, n_samples, rng, q, k, device, per_sample)
     return mean_estimate(sums, squares, sizes, steps=np.arange(n_steps + 1))
@@ -287,7 +331,7 @@ def onset(family: Family, eps: float, n_steps: int, n_samples: int, rng: np.rand
     _check_eps(eps)
     check_positive_int("n_steps", n_steps)
     q = k = unit_probe(family.dim)
-    sums, squares, sizes = grouped_sums(lambda b: family.sample(rng, n_steps, b).bilinear(q, k),
+    sums, squares, sizes = grouped_sums(lambda b: bilinear_path(family, rng, n_steps, b, q, k),
                                         n_samples, (n_steps + 1) * family.dim)
     value, se = jackknife(lambda total, n: first_crossing(total / n, eps), [sums], sizes)
     return Estimate(float(value), float(se), int(sizes.sum()), {"eps": eps, "n_steps": n_steps})
@@ -302,7 +346,7 @@ def _last_row_sums(family: Family, context: int, n_samples: int, rng: np.random.
     q = k = unit_probe(family.dim)
 
     def draw(b: int) -> np.ndarray:
-        return family.sample(rng, context, b).transposed().bilinear(k, q)[:, :context]
+        return bilinear_path(family, rng, context, b, k, q, transposed=True)[:, :context]
 
     return grouped_sums(draw, n_samples, (context + 1) * family.dim, least=least)
 
@@ -350,7 +394,7 @@ def score_gap(family: Family, offset: int, n_samples: int, rng: np.random.Genera
     far_m, sq_m = Moments(), Moments()
     counts, tail = np.zeros(bins, dtype=np.int64), 0
     for b in batches(n_samples, (offset + 1) * d):
-        far = family.sample(rng, offset, b).bilinear(q, k)[:, -1]
+        far = bilinear_path(family, rng, offset, b, q, k, last_only=True)[:, -1]
         far_m.add(far)
         sq_m.add(d * far**2)
         batch_counts, edges = np.histogram(far, bins=bins, range=(-1.0, 1.0))

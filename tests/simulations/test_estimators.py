@@ -268,6 +268,7 @@ STREAMED = {
     "near_weight far size": lambda f, n, r: est.near_weight(f, [n // 4], 1.0, 8, r, chunk=16),
     "far_residual far size": lambda f, n, r: est.far_residual(f, [n // 4], 8, r, chunk=16),
     "drift steps": lambda f, n, r: est.drift(f, n // 4, r),
+    "score_gap offset": lambda f, n, r: est.score_gap(f, n, 4, r),
 }
 
 
@@ -276,7 +277,7 @@ def test_peak_memory_does_not_grow_with_samples_or_steps(name, monkeypatch):
     # A small batch budget makes 8x the work run as 8x the batches: the peak must stay one batch's worth
     # (plus the fixed-size result), where keeping every batch would multiply it by about 8.
     monkeypatch.setattr(est, "BATCH_BUDGET", 300)
-    fam = make_family("householder", dim=3)
+    fam = make_family("householder", dim=3, beta=2.0)   # reflections: orthogonal, nothing underflows
     call = STREAMED[name]
     call(fam, 400, np.random.default_rng(0))  # warm-up: lazy imports (torch) are not part of the peak
     small = peak_bytes(lambda: call(fam, 400, np.random.default_rng(0)))
@@ -370,3 +371,36 @@ def test_so2_product_norm_fast_path_matches_dense_steps():
     b = est.mean_product_sq(AsDense(), 9, 37, np.random.default_rng(5))
     np.testing.assert_allclose(a.mean, b.mean, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(a.stderr, b.stderr, rtol=1e-9, atol=1e-14)
+
+
+class Alternating:
+    """SO(2) steps handed out alternately as AngleSteps and as DenseSteps (a family that changes form)."""
+
+    def __init__(self, fam):
+        self.fam, self.dim, self.calls = fam, fam.dim, 0
+
+    def sample(self, rng, n_steps, batch):
+        steps = self.fam.sample(rng, n_steps, batch)
+        self.calls += 1
+        return steps if self.calls % 2 else DenseSteps(steps.dense())
+
+
+@pytest.mark.parametrize("kind", ["haar-d5", "so2-d6", "so2-d6-alternating"])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_bilinear_path_in_step_chunks_matches_one_draw(kind, transposed, monkeypatch):
+    # Paths longer than the batch budget are drawn in chunks of BATCH_BUDGET / d steps; with batch 1 and
+    # sequential (Gaussian-based) draws the chunks see the same steps as one draw, so the rows agree.
+    fam = make_family("haar", dim=5) if kind == "haar-d5" else make_family("so2-accumulated", dim=6, mu=0.7, sigma=0.4)
+    rng = np.random.default_rng(1)
+    q, k = rng.normal(size=fam.dim), rng.normal(size=fam.dim)       # q != k
+    steps = fam.sample(np.random.default_rng(5), 101, 1)
+    want = (steps.transposed() if transposed else steps).bilinear(q, k)
+    monkeypatch.setattr(est, "BATCH_BUDGET", 13 * fam.dim)          # 13 steps per chunk
+    chunked = Alternating(fam) if kind.endswith("alternating") else fam
+    got = est.bilinear_path(chunked, np.random.default_rng(5), 101, 1, q, k, transposed=transposed)
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    last = est.bilinear_path(chunked if kind.startswith("haar") else fam, np.random.default_rng(5), 101, 1, q, k,
+                             transposed=transposed, last_only=True)
+    np.testing.assert_allclose(last[:, [0, -1]], want[:, [0, -1]], atol=1e-12)
+    if kind.endswith("alternating"):
+        assert chunked.calls == 8
