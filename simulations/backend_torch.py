@@ -96,25 +96,32 @@ def wrap_angle(theta: torch.Tensor) -> torch.Tensor:
     return theta - (2 * math.pi) * torch.round(theta / (2 * math.pi))
 
 
-def cumulative_angles(theta: torch.Tensor, start: torch.Tensor | None = None) -> torch.Tensor:
-    """Theta_t = start + theta_1 + ... + theta_t, t = 1..n:  (batch, n, p) from theta (batch, n, p), start (batch, p)."""
+def cumulative_angles(theta: torch.Tensor, offset: torch.Tensor | None = None) -> torch.Tensor:
+    """offset + theta_1 + ... + theta_t, t = 1..n: (batch, n, p) from theta (batch, n, p), offset (p,) or (batch, p).
+
+    The offset is one pass over the result, skipped when None (e.g. an all-zero probe phase).
+    """
     cum = torch.cumsum(theta, dim=1)
-    if start is not None:
-        cum += start[:, None, :]
+    if offset is not None:
+        cum += offset if offset.dim() == 1 else offset[:, None, :]
     return cum
 
 
-def plane_cos_sum(cum: torch.Tensor, coef_abs: torch.Tensor, coef_arg: torch.Tensor) -> torch.Tensor:
-    """y_t = sum_b |c_b| cos(Theta_tb + arg c_b), (batch, n) from cum (batch, n, p); consumes ``cum``.
+def plane_cos_sum(cum: torch.Tensor, coef_abs: torch.Tensor) -> torch.Tensor:
+    """y_t = sum_b |c_b| cos(phi_tb), (batch, n) from phases phi = cum (batch, n, p), which it overwrites.
 
-    With c_b = conj(z_qb) z_kb this is q^T R(Theta_t) k (R block-diagonal, plane b rotated by Theta_tb).
-    coef_abs, coef_arg: (p,) or (batch, p).
+    With phi_tb = Theta_tb + arg c_b and c_b = conj(z_qb) z_kb this is q^T R(Theta_t) k (R block-diagonal,
+    plane b rotated by Theta_tb): pass arg c as the offset of ``cumulative_angles``.  coef_abs: (p,) or (batch, p).
     """
-    cum += coef_arg[..., None, :] if coef_arg.dim() == 2 else coef_arg
     torch.cos(cum, out=cum)
     if coef_abs.dim() == 1:
         return cum @ coef_abs
     return torch.einsum("bnp,bp->bn", cum, coef_abs)
+
+
+def phase_offset(coef_arg: torch.Tensor) -> torch.Tensor | None:
+    """arg c_b as an angle offset, or None when every phase is zero (q = k): saves a pass over the angles."""
+    return None if not bool(torch.any(coef_arg != 0)) else coef_arg
 
 
 def probe_coefficients(q: np.ndarray, k: np.ndarray, device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -132,9 +139,9 @@ def far_logits(theta: torch.Tensor, start: torch.Tensor, coef_abs: torch.Tensor,
     theta (batch, n, p) are the chunk's step angles, start (batch, p) the angle carried in (reduced to
     [-pi, pi]).  Returns y (batch, n) and wrap(Theta_n) (batch, p).  One cos per plane and step.
     """
-    cum = cumulative_angles(theta, start)
-    end = wrap_angle(cum[:, -1])
-    return plane_cos_sum(cum, coef_abs, coef_arg), end
+    cum = cumulative_angles(theta, start + coef_arg)
+    end = wrap_angle(cum[:, -1] - coef_arg)
+    return plane_cos_sum(cum, coef_abs), end
 
 
 def value_sums(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

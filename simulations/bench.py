@@ -44,30 +44,30 @@ def best_time(fn: Callable[[], object], repeats: int) -> float:
 
     A first call that takes over a second is the measurement itself: a slow baseline is not run again.
     """
-    return paired_times(fn, None, repeats)[0]
+    start = time.perf_counter()
+    fn()
+    first = time.perf_counter() - start
+    if first > 1.0:
+        return first
+    return min(timed(fn) for _ in range(repeats))
 
 
-def paired_times(fast: Callable[[], object], base: Callable[[], object] | None, repeats: int) -> tuple[float, float]:
-    """Minimum wall-clock seconds of ``fast()`` and ``base()``, timed alternately (fast, base, fast, ...).
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
 
-    Alternating puts both under the same load when another process comes and goes, so their ratio holds
-    even when the absolute times do not.  One warm-up call each; a first call over a second is the measurement.
+
+def paired_times(fast: Callable[[], object], base: Callable[[], object], repeats: int) -> tuple[float, float]:
+    """Minimum wall-clock seconds of ``fast()`` and ``base()`` over ``repeats`` rounds, timed alternately.
+
+    Alternating (fast, base, fast, base, ...) puts both under the same load when another process comes
+    and goes, so their ratio holds even when the absolute times do not.  One warm-up call each, not timed.
     """
-    fns = [fast] if base is None else [fast, base]
-    firsts = []
-    for fn in fns:
-        start = time.perf_counter()
-        fn()
-        firsts.append(time.perf_counter() - start)
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeats):
-        for fn, first, ts in zip(fns, firsts, times):
-            if first <= 1.0:
-                start = time.perf_counter()
-                fn()
-                ts.append(time.perf_counter() - start)
-    best = [min(ts) if ts else first for ts, first in zip(times, firsts)]
-    return best[0], (best[1] if base is not None else float("nan"))
+    fast()
+    base()
+    times = [(timed(fast), timed(base)) for _ in range(repeats)]
+    return min(t[0] for t in times), min(t[1] for t in times)
 
 
 def causal_qk(q: np.ndarray, k: np.ndarray) -> np.ndarray:

@@ -231,7 +231,7 @@ def _torch_grouped_coherence(family: Family, n_steps: int, n_samples: int, rng: 
         total = torch.zeros(n_steps + 1, dtype=torch.float64, device=dev)
         total_sq = torch.zeros(n_steps + 1, dtype=torch.float64, device=dev)
         for b in batches(size, per_sample):
-            body = bt.plane_cos_sum(bt.cumulative_angles(draw(n_steps, b)), coef_abs, coef_arg)
+            body = bt.plane_cos_sum(bt.cumulative_angles(draw(n_steps, b), bt.phase_offset(coef_arg)), coef_abs)
             total[0] += b * float(q @ k)
             total_sq[0] += b * float(q @ k) ** 2
             total[1:] += body.sum(dim=0)

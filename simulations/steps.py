@@ -106,13 +106,13 @@ class AngleSteps:
         ~1 ns per cosine with full-range argument reduction, against ~11 ns for numpy's libm cosine), so the
         coherence estimator costs little more than drawing its angles.  This is its integrand.
         """
-        from .backend_torch import as_tensor, cumulative_angles, plane_cos_sum, probe_coefficients  # torch loads on first use
+        from .backend_torch import as_tensor, cumulative_angles, phase_offset, plane_cos_sum, probe_coefficients  # torch on first use
 
         qb = _as_batch_vectors(q, self.batch, self.dim, "q")
         kb = _as_batch_vectors(k, self.batch, self.dim, "k")
         shared = np.ndim(q) == 1 and np.ndim(k) == 1
         coef_abs, coef_arg = probe_coefficients(qb[0], kb[0]) if shared else probe_coefficients(qb, kb)
-        body = plane_cos_sum(cumulative_angles(as_tensor(self.theta)), coef_abs, coef_arg).numpy()
+        body = plane_cos_sum(cumulative_angles(as_tensor(self.theta), phase_offset(coef_arg)), coef_abs).numpy()
         first = np.sum(qb * kb, axis=1)
         return np.concatenate([first[:, None], body], axis=1)
 

@@ -57,11 +57,10 @@ def test_thread_settings_record_the_limits():
     assert settings["threadpools"] and all(p["num_threads"] == 1 for p in settings["threadpools"])
 
 
-def test_paired_times_alternate_and_skip_repeats_of_slow_calls():
+def test_paired_times_alternate():
     order = []
     fast, base = bench.paired_times(lambda: order.append("f"), lambda: order.append("b"), 3)
     assert order == ["f", "b"] * 4 and fast >= 0 and base >= 0
-    assert np.isnan(bench.paired_times(lambda: None, None, 2)[1])
 
 
 @pytest.mark.parametrize("threads", ["0", str((os.cpu_count() or 1) + 1)])
