@@ -84,18 +84,19 @@ def _ratio(name: str, fast: float, base: float, target: float | None, kind: str)
     return {"name": name, "fast_s": fast, "baseline_s": base, "ratio": value, "kind": kind, "target": target, "meets": ok}
 
 
-def coherence_draws(family, n_steps: int, n_samples: int, seed: int, least: int = 2, per_dim: int = 1) -> None:
-    """The ``family.sample`` calls of ``coherence`` (per_dim = 1) or ``mean_product_sq`` (least 4, per_dim d)."""
+def coherence_draws(family, n_steps: int, n_samples: int, seed: int, product: bool = False) -> None:
+    """The ``family.sample`` calls of ``coherence`` (or, with ``product``, of ``mean_product_sq``)."""
     rng = np.random.default_rng(seed)
-    for size in est.group_sizes(n_samples, least=least):
-        for b in est.batches(size, (n_steps + 1) * family.dim * per_dim):
+    per_sample = (n_steps + 1) * family.dim**2 if product else est.path_floats(family, n_steps)
+    for size in est.group_sizes(n_samples, least=4 if product else 2):
+        for b in est.batches(size, per_sample):
             family.sample(rng, n_steps, b)
 
 
 def stream_draws(family, far_sizes: list[int], n_samples: int, seed: int, chunk: int = 4096) -> None:
     """The ``family.sample`` calls of ``near_weight`` / ``far_residual``: chunks cut at every far size."""
     rng = np.random.default_rng(seed)
-    for b in est.batches(n_samples, chunk * family.dim * 4):
+    for b in est.batches(n_samples, chunk * max(4 * family.dim, est.step_floats(family))):
         done = 0
         for target in far_sizes:
             while done < target:
@@ -115,12 +116,12 @@ def estimator_rows(repeats: int) -> list[dict]:
                                         lambda: coherence_draws(fam, n_steps, n, 1), repeats), 1.5, "slowdown"))
     out.append(_ratio("product-norm estimator / drawing its random steps (so2-accumulated d=16, n=128, 2000 samples)",
                       *paired_times(lambda: est.mean_product_sq(so2, n_steps, 2000, np.random.default_rng(1)),
-                                    lambda: coherence_draws(so2, n_steps, 2000, 1, least=4, per_dim=16), repeats), 1.5, "slowdown"))
+                                    lambda: coherence_draws(so2, n_steps, 2000, 1, product=True), repeats), 1.5, "slowdown"))
     small = make_family("householder", dim=8)
     out.append(_ratio("product-norm estimator / drawing its random steps (householder d=8, n=64, 400 samples; "
                       "d^2 work per d draws, context)",
                       *paired_times(lambda: est.mean_product_sq(small, 64, 400, np.random.default_rng(1)),
-                                    lambda: coherence_draws(small, 64, 400, 1, least=4, per_dim=8), repeats), None, "slowdown"))
+                                    lambda: coherence_draws(small, 64, 400, 1, product=True), repeats), None, "slowdown"))
     far_sizes, samples = [1000, 100_000], 8
 
     def floor() -> None:

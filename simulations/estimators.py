@@ -73,6 +73,26 @@ def batches(size: int, per_sample: int) -> Iterator[int]:
         yield min(step, size - start)
 
 
+def step_floats(family: Family) -> int:
+    """float64 numbers per step and sample in the largest array of ``family.sample``'s output.
+
+    d/2 angles for the SO(2) forms (rope, so2-accumulated, nope), d for Householder's directions, d^2 for
+    dense matrices (Haar, Givens, Lie walk and any user family).  Batch sizes count the larger of this and
+    the path an estimator builds, so a dense family's draws stay within the budget too.
+    """
+    from .families import Householder, NoPE, Rope, SO2Accumulated
+
+    d = family.dim
+    if isinstance(family, (Rope, SO2Accumulated, NoPE)):
+        return max(1, d // 2)
+    return d if isinstance(family, Householder) else d * d
+
+
+def path_floats(family: Family, n_steps: int) -> int:
+    """Memory of one sample of a length-n path, in float64 numbers: its vectors or its steps, the larger."""
+    return max((n_steps + 1) * family.dim, n_steps * step_floats(family))
+
+
 def grouped_sums(draw: Callable[[int], np.ndarray], n_samples: int, per_sample: int,
                  least: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run ``draw(b) -> (b, ...)`` over all samples; per-group sums, per-group sums of squares, sizes.
@@ -161,7 +181,7 @@ def bilinear_path(family: Family, rng: np.random.Generator, n_steps: int, batch:
     cumulative angle), so memory stays one chunk plus the returned row ((batch, 2), t = 0 and n, with
     ``last_only``).  q, k: (d,).
     """
-    per_chunk = max(1, BATCH_BUDGET // family.dim)
+    per_chunk = max(1, BATCH_BUDGET // max(family.dim, step_floats(family)))
     if n_steps <= per_chunk:
         steps = family.sample(rng, n_steps, batch)
         return (steps.transposed() if transposed else steps).bilinear(q, k)
@@ -207,7 +227,7 @@ def coherence(family: Family, n_steps: int, n_samples: int, rng: np.random.Gener
     check_positive_int("n_steps", n_steps)
     q = unit_probe(family.dim) if q is None else np.asarray(q, float)
     k = unit_probe(family.dim) if k is None else np.asarray(k, float)
-    per_sample = (n_steps + 1) * family.dim
+    per_sample = path_floats(family, n_steps)
     if device is None:
         sums, squares, sizes = grouped_sums(lambda b: bilinear_path(family, rng, n_steps, b, q, k), n_samples, per_sample)
     else:
@@ -332,7 +352,7 @@ def onset(family: Family, eps: float, n_steps: int, n_samples: int, rng: np.rand
     check_positive_int("n_steps", n_steps)
     q = k = unit_probe(family.dim)
     sums, squares, sizes = grouped_sums(lambda b: bilinear_path(family, rng, n_steps, b, q, k),
-                                        n_samples, (n_steps + 1) * family.dim)
+                                        n_samples, path_floats(family, n_steps))
     value, se = jackknife(lambda total, n: first_crossing(total / n, eps), [sums], sizes)
     return Estimate(float(value), float(se), int(sizes.sum()), {"eps": eps, "n_steps": n_steps})
 
@@ -348,7 +368,7 @@ def _last_row_sums(family: Family, context: int, n_samples: int, rng: np.random.
     def draw(b: int) -> np.ndarray:
         return bilinear_path(family, rng, context, b, k, q, transposed=True)[:, :context]
 
-    return grouped_sums(draw, n_samples, (context + 1) * family.dim, least=least)
+    return grouped_sums(draw, n_samples, path_floats(family, context), least=least)
 
 
 def offset_profile(family: Family, context: int, n_samples: int, rng: np.random.Generator) -> Estimate:
@@ -393,7 +413,7 @@ def score_gap(family: Family, offset: int, n_samples: int, rng: np.random.Genera
     q = k = unit_probe(d)
     far_m, sq_m = Moments(), Moments()
     counts, tail = np.zeros(bins, dtype=np.int64), 0
-    for b in batches(n_samples, (offset + 1) * d):
+    for b in batches(n_samples, path_floats(family, offset)):
         far = bilinear_path(family, rng, offset, b, q, k, last_only=True)[:, -1]
         far_m.add(far)
         sq_m.add(d * far**2)
@@ -440,7 +460,7 @@ def near_weight(family: Family, far_sizes: Sequence[int], s0: float, n_samples: 
     q = k = unit_probe(d)
     next_scores = _score_source(family, rng, q, k, device)
     weight, mass, log_mass = Moments(), Moments(), Moments()
-    for b in batches(n_samples, chunk * d * 4):
+    for b in batches(n_samples, chunk * max(4 * d, step_floats(family))):
         scores = next_scores(b)
         lse, done, rows = None, 0, []
         for target in sizes:
@@ -522,7 +542,7 @@ def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: 
     dev = bt.check_device(device)
     draw = None if dev is None else bt.angle_sampler(family, dev, bt.torch_generator(rng, dev))
     moments = Moments()
-    for b in batches(n_samples, chunk * d * 4):
+    for b in batches(n_samples, chunk * max(4 * d, step_floats(family))):
         u = np.zeros((b, d))
         done = 0
         out = []

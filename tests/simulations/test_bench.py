@@ -25,14 +25,14 @@ class Recorder:
         return self.fam.sample(rng, n_steps, batch)
 
 
-@pytest.mark.parametrize("name,params", [("so2-accumulated", {"dim": 6}), ("householder", {"dim": 5})])
+@pytest.mark.parametrize("name,params", [("so2-accumulated", {"dim": 6}), ("householder", {"dim": 5}), ("haar", {"dim": 4})])
 def test_baselines_replay_the_estimators_sample_calls(name, params, monkeypatch):
     monkeypatch.setattr(est, "BATCH_BUDGET", 2000)   # several batches per group and per stream
     fam = make_family(name, **params)
     cases = [
         (lambda f: est.coherence(f, 9, 300, np.random.default_rng(0)), lambda f: bench.coherence_draws(f, 9, 300, 0)),
         (lambda f: est.mean_product_sq(f, 9, 60, np.random.default_rng(0)),
-         lambda f: bench.coherence_draws(f, 9, 60, 0, least=4, per_dim=f.dim)),
+         lambda f: bench.coherence_draws(f, 9, 60, 0, product=True)),
         (lambda f: est.near_weight(f, [5, 130], 1.0, 40, np.random.default_rng(0), chunk=16),
          lambda f: bench.stream_draws(f, [5, 130], 40, 0, chunk=16)),
         (lambda f: est.far_residual(f, [5, 130], 40, np.random.default_rng(0), chunk=16),
