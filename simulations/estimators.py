@@ -176,10 +176,11 @@ def bilinear_path(family: Family, rng: np.random.Generator, n_steps: int, batch:
     """q^T A_t ... A_1 k for t = 0..n_steps, (batch, n_steps + 1), for ``batch`` fresh sequences of steps.
 
     Equal to ``family.sample(rng, n_steps, batch).bilinear(q, k)`` (``transposed``: the steps' transposes,
-    k^T A_1 ... A_t q).  A path longer than the batch budget, n_steps d > BATCH_BUDGET, is drawn and
-    accumulated in chunks of BATCH_BUDGET / d steps carrying the transported k (for SO(2) steps, the
-    cumulative angle), so memory stays one chunk plus the returned row ((batch, 2), t = 0 and n, with
-    ``last_only``).  q, k: (d,).
+    k^T A_1 ... A_t q).  A path longer than the batch budget (n_steps max(d, step_floats) > BATCH_BUDGET;
+    then batch is 1) is drawn and accumulated in chunks of that many steps, carrying the transported k (for
+    SO(2) steps, the cumulative angle), so memory stays one chunk plus the returned row ((batch, 2): t = 0
+    and t = n, with ``last_only``).  A family that changes form mid-path continues from the rotated k.
+    q, k: (d,).
     """
     per_chunk = max(1, BATCH_BUDGET // max(family.dim, step_floats(family)))
     if n_steps <= per_chunk:
@@ -222,7 +223,8 @@ def coherence(family: Family, n_steps: int, n_samples: int, rng: np.random.Gener
     Returns arrays of shape (n_steps + 1,).  Theory: c(n) = sum_b Re(conj(z_qb) z_kb phi_b^n) for i.i.d. SO(2)
     angles (phi_b the plane's characteristic function at 1); (1 - beta/d)^n q.k for Householder on the sphere.
     device: None draws with ``rng`` (numpy); "cpu" / "cuda" draws the angles with torch on that device
-    (``backend_torch.angle_sampler``: rope and so2-accumulated families) and sums there.
+    (``backend_torch.angle_sampler``: rope and so2-accumulated families) and sums there; that path does not
+    chunk over steps (one sample's n_steps d/2 angles must fit the device).
     """
     check_positive_int("n_steps", n_steps)
     q = unit_probe(family.dim) if q is None else np.asarray(q, float)
