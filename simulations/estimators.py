@@ -6,6 +6,17 @@ plain standard error sd / sqrt(n); nonlinear ones (onset, window width, unbiased
 delete-one-group jackknife standard error (Efron & Stein 1981).
 
 Default probe vectors: q = k = m = 1/sqrt(d) (unit norm, equal weight on every SO(2) plane).
+
+Memory: every estimator streams.  Samples are drawn in batches of at most ``BATCH_BUDGET`` float64 numbers
+of path (``batches``) and folded into running sums (``grouped_sums``, ``Moments``) before the next batch is
+drawn, and the long-range estimators (near_weight, far_residual, drift) also stream over steps in chunks, so
+neither the sample count nor the far-set size changes peak memory beyond one batch.  What remains is the
+result itself: arrays over the requested steps (times 16 groups for the jackknife).  Each numpy call works on
+one batch (~16 MB), well under a second, so Ctrl-C is honoured promptly.
+
+Speed: block-SO(2) steps (``AngleSteps``) take closed-form fast paths whose cumulative sums and cosines run in
+torch's float64 kernels (``backend_torch``); ``device="cpu"|"cuda"`` on coherence, near_weight and
+far_residual also draws the angles with torch on that device (a different random stream, same law).
 """
 
 from __future__ import annotations
@@ -14,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
-from scipy.special import logsumexp
 
 from .families import Family
 from .params import ParamError, check_positive_int
@@ -63,16 +73,81 @@ def batches(size: int, per_sample: int) -> Iterator[int]:
         yield min(step, size - start)
 
 
+def step_floats(family: Family) -> int:
+    """float64 numbers per step and sample in the largest array of ``family.sample``'s output.
+
+    d/2 angles for the SO(2) forms (rope, so2-accumulated, nope), d for Householder's directions, d^2 for
+    dense matrices (Haar, Givens, Lie walk and any user family).  Batch sizes count the larger of this and
+    the path an estimator builds, so a dense family's draws stay within the budget too.
+    """
+    from .families import Householder, NoPE, Rope, SO2Accumulated
+
+    d = family.dim
+    if isinstance(family, (Rope, SO2Accumulated, NoPE)):
+        return max(1, d // 2)
+    return d if isinstance(family, Householder) else d * d
+
+
+def path_floats(family: Family, n_steps: int) -> int:
+    """Memory of one sample of a length-n path, in float64 numbers: its vectors or its steps, the larger."""
+    return max((n_steps + 1) * family.dim, n_steps * step_floats(family))
+
+
 def grouped_sums(draw: Callable[[int], np.ndarray], n_samples: int, per_sample: int,
                  least: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Run ``draw(b) -> (b, ...)`` over all samples; per-group sums, per-group sums of squares, sizes."""
+    """Run ``draw(b) -> (b, ...)`` over all samples; per-group sums, per-group sums of squares, sizes.
+
+    Each batch is folded into its group's running sums before the next is drawn: memory is one batch plus
+    the G group sums, whatever n_samples.
+    """
     sizes = group_sizes(n_samples, least=least)
     sums, squares = [], []
     for size in sizes:
-        parts = [draw(b) for b in batches(size, per_sample)]
-        sums.append(sum(p.sum(axis=0) for p in parts))
-        squares.append(sum((p * p).sum(axis=0) for p in parts))
+        total, total_sq = 0.0, 0.0
+        for b in batches(size, per_sample):
+            part = draw(b)
+            total = total + part.sum(axis=0)
+            total_sq = total_sq + (part * part).sum(axis=0)
+        sums.append(total)
+        squares.append(total_sq)
     return np.array(sums), np.array(squares), np.array(sizes)
+
+
+@dataclass
+class Moments:
+    """Running count, mean and sum of squared deviations M2 of batches of samples (axis 0), in O(1) memory.
+
+    Batches merge by the pairwise update of Chan, Golub & LeVeque (1979): for A with (n_a, mean_a, M2_a)
+    and B likewise, delta = mean_b - mean_a, n = n_a + n_b,
+        mean = mean_a + delta n_b / n,    M2 = M2_a + M2_b + delta^2 n_a n_b / n,
+    which keeps the accuracy of the two-pass formula (no E[x^2] - E[x]^2 cancellation).  With one batch it
+    equals numpy's mean and std(ddof=1) exactly.
+    """
+
+    n: int = 0
+    mean: Any = 0.0
+    m2: Any = 0.0
+
+    def add(self, x: np.ndarray) -> None:
+        b = x.shape[0]
+        mean_b = x.mean(axis=0)
+        m2_b = ((x - mean_b) ** 2).sum(axis=0)
+        if self.n == 0:
+            self.n, self.mean, self.m2 = b, mean_b, m2_b
+            return
+        n = self.n + b
+        delta = mean_b - self.mean
+        self.mean = self.mean + delta * (b / n)
+        self.m2 = self.m2 + m2_b + delta**2 * (self.n * b / n)
+        self.n = n
+
+    def sd(self) -> Any:
+        """Sample standard deviation, ddof = 1."""
+        return np.sqrt(self.m2 / (self.n - 1))
+
+    def stderr(self) -> Any:
+        """sd / sqrt(n), the standard error of the mean."""
+        return self.sd() / np.sqrt(self.n)
 
 
 def mean_estimate(sums: np.ndarray, squares: np.ndarray, sizes: np.ndarray, **extra: Any) -> Estimate:
@@ -96,19 +171,95 @@ def jackknife(stat: Callable[..., np.ndarray], group_sums: Sequence[np.ndarray],
     return full, np.sqrt((g - 1) / g * np.sum((leave - leave.mean(axis=0)) ** 2, axis=0))
 
 
+def bilinear_path(family: Family, rng: np.random.Generator, n_steps: int, batch: int, q: np.ndarray, k: np.ndarray,
+                  transposed: bool = False, last_only: bool = False) -> np.ndarray:
+    """q^T A_t ... A_1 k for t = 0..n_steps, (batch, n_steps + 1), for ``batch`` fresh sequences of steps.
+
+    Equal to ``family.sample(rng, n_steps, batch).bilinear(q, k)`` (``transposed``: the steps' transposes,
+    k^T A_1 ... A_t q).  A path longer than the batch budget (n_steps max(d, step_floats) > BATCH_BUDGET;
+    then batch is 1) is drawn and accumulated in chunks of that many steps, carrying the transported k (for
+    SO(2) steps, the cumulative angle), so memory stays one chunk plus the returned row ((batch, 2): t = 0
+    and t = n, with ``last_only``).  A family that changes form mid-path continues from the rotated k.
+    q, k: (d,).
+    """
+    per_chunk = max(1, BATCH_BUDGET // max(family.dim, step_floats(family)))
+    if n_steps <= per_chunk:
+        steps = family.sample(rng, n_steps, batch)
+        return (steps.transposed() if transposed else steps).bilinear(q, k)
+    import torch
+
+    from . import backend_torch as bt
+
+    out = np.empty((batch, 2 if last_only else n_steps + 1))
+    out[:, 0] = q @ k
+    x, theta = np.broadcast_to(k, (batch, family.dim)), None
+    coef = bt.probe_coefficients(q, k) if family.dim % 2 == 0 else None
+    for start in range(0, n_steps, per_chunk):
+        m = min(per_chunk, n_steps - start)
+        steps = family.sample(rng, m, batch)
+        steps = steps.transposed() if transposed else steps
+        if isinstance(steps, AngleSteps) and start == 0:
+            theta = torch.zeros((batch, family.dim // 2), dtype=torch.float64)
+        if isinstance(steps, AngleSteps) and theta is not None:
+            y, theta = bt.far_logits(bt.as_tensor(steps.theta), theta, *coef)
+            y = y.numpy()
+        else:
+            if theta is not None:  # a family that changed form mid-path: continue from the rotated k
+                x, theta = AngleSteps(theta.numpy()[:, None, :]).transport(x)[:, -1], None
+            path = steps.transport(x)
+            x = path[:, -1]
+            y = path[:, 1:] @ q
+        if last_only:
+            out[:, 1] = y[:, -1]
+        else:
+            out[:, start + 1:start + m + 1] = y
+    return out
+
+
 def coherence(family: Family, n_steps: int, n_samples: int, rng: np.random.Generator,
-              q: np.ndarray | None = None, k: np.ndarray | None = None) -> Estimate:
+              q: np.ndarray | None = None, k: np.ndarray | None = None, device: str | None = None) -> Estimate:
     """c(n) = E[q^T A_n ... A_1 k] for n = 0..n_steps.
 
     Returns arrays of shape (n_steps + 1,).  Theory: c(n) = sum_b Re(conj(z_qb) z_kb phi_b^n) for i.i.d. SO(2)
     angles (phi_b the plane's characteristic function at 1); (1 - beta/d)^n q.k for Householder on the sphere.
+    device: None draws with ``rng`` (numpy); "cpu" / "cuda" draws the angles with torch on that device
+    (``backend_torch.angle_sampler``: rope and so2-accumulated families) and sums there; that path does not
+    chunk over steps (one sample's n_steps d/2 angles must fit the device).
     """
     check_positive_int("n_steps", n_steps)
     q = unit_probe(family.dim) if q is None else np.asarray(q, float)
     k = unit_probe(family.dim) if k is None else np.asarray(k, float)
-    sums, squares, sizes = grouped_sums(lambda b: family.sample(rng, n_steps, b).bilinear(q, k),
-                                        n_samples, (n_steps + 1) * family.dim)
+    per_sample = path_floats(family, n_steps)
+    if device is None:
+        sums, squares, sizes = grouped_sums(lambda b: bilinear_path(family, rng, n_steps, b, q, k), n_samples, per_sample)
+    else:
+        sums, squares, sizes = _torch_grouped_coherence(family, n_steps, n_samples, rng, q, k, device, per_sample)
     return mean_estimate(sums, squares, sizes, steps=np.arange(n_steps + 1))
+
+
+def _torch_grouped_coherence(family: Family, n_steps: int, n_samples: int, rng: np.random.Generator,
+                             q: np.ndarray, k: np.ndarray, device: str, per_sample: int):
+    """``grouped_sums`` of q^T A_t ... A_1 k with angles drawn and summed by torch on ``device``."""
+    import torch
+
+    from . import backend_torch as bt
+
+    dev = bt.check_device(device)
+    draw = bt.angle_sampler(family, dev, bt.torch_generator(rng, dev))
+    coef_abs, coef_arg = bt.probe_coefficients(q, k, dev)
+    sizes = group_sizes(n_samples)
+    sums, squares = np.zeros((len(sizes), n_steps + 1)), np.zeros((len(sizes), n_steps + 1))
+    for g, size in enumerate(sizes):
+        total = torch.zeros(n_steps + 1, dtype=torch.float64, device=dev)
+        total_sq = torch.zeros(n_steps + 1, dtype=torch.float64, device=dev)
+        for b in batches(size, per_sample):
+            body = bt.plane_cos_sum(bt.cumulative_angles(draw(n_steps, b), bt.phase_offset(coef_arg)), coef_abs)
+            total[0] += b * float(q @ k)
+            total_sq[0] += b * float(q @ k) ** 2
+            total[1:] += body.sum(dim=0)
+            total_sq[1:] += (body * body).sum(dim=0)
+        sums[g], squares[g] = total.cpu().numpy(), total_sq.cpu().numpy()
+    return sums, squares, np.array(sizes)
 
 
 def mean_product_sq(family: Family, n_steps: int, n_samples: int, rng: np.random.Generator) -> Estimate:
@@ -117,28 +268,75 @@ def mean_product_sq(family: Family, n_steps: int, n_samples: int, rng: np.random
     With P_1..P_M i.i.d. products, (||sum_m P_m||_F^2 - sum_m ||P_m||_F^2) / (M (M-1)) is unbiased for
     ||E P||_F^2 (no noise floor, unlike the norm of the sample mean).  Equals |c|^2 when E P = c I.
     Jackknife standard error over groups (n_samples >= 4, so each left-out set still has two samples).
+    Block-SO(2) steps keep only per-plane cos/sin sums (``_angle_cos_sin_sums``, ``_rotation_block_sums``).
     """
     check_positive_int("n_steps", n_steps)
     d = family.dim
     eye = np.eye(d)
     sizes = group_sizes(n_samples, least=4)
-    sums, norms = [], []
+    sums, norms, planes, rotations = [], [], [], []
     for size in sizes:
-        s, nrm = 0.0, 0.0
+        s, nrm, pl, rot = 0.0, 0.0, 0.0, 0
         for b in batches(size, (n_steps + 1) * d * d):
             steps = family.sample(rng, n_steps, b)
-            paths = np.stack([steps.transport(np.broadcast_to(eye[c], (b, d))) for c in range(d)], axis=-1)
-            s = s + paths.sum(axis=0)
-            nrm = nrm + np.sum(paths**2, axis=(0, 2, 3))
+            if isinstance(steps, AngleSteps):
+                pl = pl + _angle_cos_sin_sums(steps.theta)
+                rot += b
+            else:
+                paths = np.stack([steps.transport(np.broadcast_to(eye[c], (b, d))) for c in range(d)], axis=-1)
+                s = s + paths.sum(axis=0)
+                nrm = nrm + np.sum(paths**2, axis=(0, 2, 3))
         sums.append(s)
-        norms.append(nrm)
-    sums_arr, norms_arr = np.array(sums), np.array(norms)
+        norms.append(np.broadcast_to(nrm + float(rot * d), (n_steps + 1,)))
+        planes.append(pl)
+        rotations.append(rot)
+    if all(r == size for r, size in zip(rotations, sizes)):  # every step block-SO(2): stay with plane sums
+        full, se = jackknife(lambda total, m: _rotation_sq_norm(total, m, d), [np.array(planes)], np.array(sizes))
+        return Estimate(full, se, int(np.sum(sizes)), {"steps": np.arange(n_steps + 1)})
+    sums = [s + _rotation_block_sums(pl, r) if r else s for s, pl, r in zip(sums, planes, rotations)]
 
     def stat(total: np.ndarray, norm: np.ndarray, m: int) -> np.ndarray:
         return (np.sum(total**2, axis=(1, 2)) - norm) / (m * (m - 1)) / d
 
     full, se = jackknife(stat, [np.array(sums), np.array(norms)], np.array(sizes))
     return Estimate(full, se, int(np.sum(sizes)), {"steps": np.arange(n_steps + 1)})
+
+
+def _rotation_sq_norm(planes: np.ndarray, m: int, d: int) -> np.ndarray:
+    """The U-statistic (||sum P||_F^2 - m d) / (m (m - 1) d) for m block-SO(2) samples, t = 0..n.
+
+    ||sum_m P_t||_F^2 = sum_b 2 (C_tb^2 + S_tb^2) from the plane sums (C, S) = planes (2, n, p)
+    (``_rotation_block_sums``); at t = 0 every P = I and the statistic is exactly 1.
+    """
+    body = (2 * np.sum(planes[0] ** 2 + planes[1] ** 2, axis=1) - m * d) / (m * (m - 1)) / d
+    return np.concatenate([[1.0], body])
+
+
+def _angle_cos_sin_sums(theta: np.ndarray) -> np.ndarray:
+    """(sum_m cos Theta_tb, sum_m sin Theta_tb) over the batch, shape (2, n, p), from theta (batch, n, p)."""
+    import torch
+
+    from .backend_torch import as_tensor
+
+    cum = torch.cumsum(as_tensor(theta), dim=1)
+    s_sum = torch.sin(cum).sum(dim=0)
+    return torch.stack([torch.cos(cum, out=cum).sum(dim=0), s_sum]).numpy()
+
+
+def _rotation_block_sums(planes: np.ndarray, count: int) -> np.ndarray:
+    """Sum of P_t = A_t ... A_1 over ``count`` block-SO(2) samples, t = 0..n, shape (n+1, d, d).
+
+    P_t is block-diagonal with plane b = [[cos, -sin], [sin, cos]](Theta_tb), so the sum has blocks
+    [[C, -S], [S, C]] with (C, S) = planes (2, n, p); P_0 = I.  Every P_t is a rotation, ||P_t||_F^2 = d.
+    """
+    c_sum, s_sum = planes
+    n, p = c_sum.shape
+    total = np.zeros((n + 1, 2 * p, 2 * p))
+    total[0] = count * np.eye(2 * p)
+    ev, od = np.arange(0, 2 * p, 2), np.arange(1, 2 * p, 2)
+    total[1:, ev, ev], total[1:, ev, od] = c_sum, -s_sum
+    total[1:, od, ev], total[1:, od, od] = s_sum, c_sum
+    return total
 
 
 def _check_eps(eps: float) -> None:
@@ -155,8 +353,8 @@ def onset(family: Family, eps: float, n_steps: int, n_samples: int, rng: np.rand
     _check_eps(eps)
     check_positive_int("n_steps", n_steps)
     q = k = unit_probe(family.dim)
-    sums, squares, sizes = grouped_sums(lambda b: family.sample(rng, n_steps, b).bilinear(q, k),
-                                        n_samples, (n_steps + 1) * family.dim)
+    sums, squares, sizes = grouped_sums(lambda b: bilinear_path(family, rng, n_steps, b, q, k),
+                                        n_samples, path_floats(family, n_steps))
     value, se = jackknife(lambda total, n: first_crossing(total / n, eps), [sums], sizes)
     return Estimate(float(value), float(se), int(sizes.sum()), {"eps": eps, "n_steps": n_steps})
 
@@ -170,9 +368,9 @@ def _last_row_sums(family: Family, context: int, n_samples: int, rng: np.random.
     q = k = unit_probe(family.dim)
 
     def draw(b: int) -> np.ndarray:
-        return family.sample(rng, context, b).transposed().bilinear(k, q)[:, :context]
+        return bilinear_path(family, rng, context, b, k, q, transposed=True)[:, :context]
 
-    return grouped_sums(draw, n_samples, (context + 1) * family.dim, least=least)
+    return grouped_sums(draw, n_samples, path_floats(family, context), least=least)
 
 
 def offset_profile(family: Family, context: int, n_samples: int, rng: np.random.Generator) -> Estimate:
@@ -208,19 +406,27 @@ def score_gap(family: Family, offset: int, n_samples: int, rng: np.random.Genera
     mean is the far variance scaled by d, d E[s^2] (theory: 1 for Haar, |q|^2 |k|^2 = 1); extra holds the far
     mean with its standard error, the near score q.k = 1, the standardised gap (q.k - E s) / sd(s), the
     empirical tail P(|s| >= 1/2) and a histogram of s.  Standard error of d E[s^2] from the fourth moment.
+    Streamed: each batch is folded into running moments, histogram counts and the tail count.
     """
     check_positive_int("offset", offset)
+    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 2:
+        raise ParamError(f"n_samples must be an integer >= 2 (for a standard error), got {n_samples!r}")
     d = family.dim
     q = k = unit_probe(d)
-    far = np.concatenate([family.sample(rng, offset, b).bilinear(q, k)[:, -1]
-                          for b in batches(n_samples, (offset + 1) * d)])
-    n = far.size
-    sq = d * far**2
-    sd = far.std(ddof=1)
-    counts, edges = np.histogram(far, bins=bins, range=(-1.0, 1.0))
-    return Estimate(float(sq.mean()), float(sq.std(ddof=1) / np.sqrt(n)), n, {
-        "far_mean": float(far.mean()), "far_mean_stderr": float(sd / np.sqrt(n)), "near": float(q @ k),
-        "gap_sd": float((q @ k - far.mean()) / sd), "tail_half": float(np.mean(np.abs(far) >= 0.5)),
+    far_m, sq_m = Moments(), Moments()
+    counts, tail = np.zeros(bins, dtype=np.int64), 0
+    for b in batches(n_samples, path_floats(family, offset)):
+        far = bilinear_path(family, rng, offset, b, q, k, last_only=True)[:, -1]
+        far_m.add(far)
+        sq_m.add(d * far**2)
+        batch_counts, edges = np.histogram(far, bins=bins, range=(-1.0, 1.0))
+        counts += batch_counts
+        tail += int(np.count_nonzero(np.abs(far) >= 0.5))
+    n = far_m.n
+    sd = far_m.sd()
+    return Estimate(float(sq_m.mean), float(sq_m.stderr()), n, {
+        "far_mean": float(far_m.mean), "far_mean_stderr": float(sd / np.sqrt(n)), "near": float(q @ k),
+        "gap_sd": float((q @ k - far_m.mean) / sd), "tail_half": tail / n,
         "hist_counts": counts, "hist_edges": edges, "dim": d, "offset": offset})
 
 
@@ -232,16 +438,20 @@ def _check_sizes(name: str, sizes: Sequence[int]) -> np.ndarray:
 
 
 def near_weight(family: Family, far_sizes: Sequence[int], s0: float, n_samples: int, rng: np.random.Generator,
-                alibi_slope: float = 0.0, chunk: int = 4096) -> Estimate:
+                alibi_slope: float = 0.0, chunk: int = 4096, device: str | None = None) -> Estimate:
     """Attention weight on one near target among N far copies of its key, for each N in ``far_sizes``.
 
     Scores (logits): near s_0 (Delta = 0, no transport); far s_Delta = s0 q^T A_i ... A_{i-Delta+1} k - slope Delta
     for Delta = 1..N with unit q = k, so |s_Delta + slope Delta| <= s0 for any orthogonal steps.  Near weight
         w(N) = e^{s0} / (e^{s0} + sum_{Delta=1}^N e^{s_Delta}).
-    The far sum is streamed over Delta in chunks with a running log-sum-exp (memory O(chunk), any N):
-    the transported query x_Delta = A^T ... A^T q is carried across chunks.  extra holds the far mass
-    M(N) = sum_Delta e^{s_Delta - s0} (an unbiased mean, E M = N E e^{s - s0} for stationary steps) and its log.
+    The far sum is streamed over Delta in chunks with a running log-sum-exp (memory O(chunk), any N), and
+    samples in batches folded into running moments (memory O(batch), any n_samples).  extra holds the far
+    mass M(N) = sum_Delta e^{s_Delta - s0} (an unbiased mean, E M = N E e^{s - s0} for stationary steps) and
+    its log.  Far scores come from ``_far_score_stream`` (one cos per plane and step for SO(2) steps).
+    device: None draws with ``rng``; "cpu" / "cuda" draws the angles with torch there (see ``coherence``).
     """
+    import torch
+
     sizes = _check_sizes("far_sizes", far_sizes)
     if not np.isfinite(s0) or s0 <= 0:
         raise ParamError(f"s0 must be a finite number > 0, got {s0!r}")
@@ -250,92 +460,154 @@ def near_weight(family: Family, far_sizes: Sequence[int], s0: float, n_samples: 
     check_positive_int("chunk", chunk)
     d = family.dim
     q = k = unit_probe(d)
-    weights, log_mass = [], []
-    for b in batches(n_samples, chunk * d * 4):
-        x = np.broadcast_to(q, (b, d)).copy()
-        lse = np.full(b, -np.inf)
-        done = 0
-        rows_w, rows_m = [], []
+    next_scores = _score_source(family, rng, q, k, device)
+    weight, mass, log_mass = Moments(), Moments(), Moments()
+    for b in batches(n_samples, chunk * max(4 * d, step_floats(family))):
+        scores = next_scores(b)
+        lse, done, rows = None, 0, []
         for target in sizes:
             while done < target:
                 n = min(chunk, target - done)
-                path = family.sample(rng, n, b).transposed().transport(x)
-                x = path[:, -1]
-                logits = s0 * path[:, 1:] @ k - alibi_slope * np.arange(done + 1, done + n + 1)
-                lse = np.logaddexp(lse, logsumexp(logits, axis=-1))
+                logits = s0 * scores(n)
+                if alibi_slope:
+                    logits -= alibi_slope * torch.arange(done + 1, done + n + 1, dtype=torch.float64, device=logits.device)
+                part = torch.logsumexp(logits, dim=1)
+                lse = part if lse is None else torch.logaddexp(lse, part)
                 done += n
-            rows_m.append(lse.copy())
-            rows_w.append(1.0 / (1.0 + np.exp(lse - s0)))
-        weights.append(np.array(rows_w).T)
-        log_mass.append(np.array(rows_m).T)
-    w, lm = np.concatenate(weights), np.concatenate(log_mass) - s0
-    n, mass = w.shape[0], np.exp(lm)
-    return Estimate(w.mean(axis=0), w.std(axis=0, ddof=1) / np.sqrt(n), n, {
-        "far_sizes": sizes, "far_mass": mass.mean(axis=0), "far_mass_stderr": mass.std(axis=0, ddof=1) / np.sqrt(n),
-        "log_far_mass": lm.mean(axis=0), "log_far_mass_stderr": lm.std(axis=0, ddof=1) / np.sqrt(n),
+            rows.append(lse.cpu().numpy())
+        lm = np.array(rows).T - s0
+        weight.add(1.0 / (1.0 + np.exp(lm)))
+        mass.add(np.exp(lm))
+        log_mass.add(lm)
+    return Estimate(weight.mean, weight.stderr(), weight.n, {
+        "far_sizes": sizes, "far_mass": mass.mean, "far_mass_stderr": mass.stderr(),
+        "log_far_mass": log_mass.mean, "log_far_mass_stderr": log_mass.stderr(),
         "s0": s0, "alibi_slope": alibi_slope})
 
 
+def _score_source(family: Family, rng: np.random.Generator, q: np.ndarray, k: np.ndarray, device: str | None):
+    """For a batch size b, a stream ``scores(n) -> (b, n)`` float64 tensor of q^T A_i ... A_{i-Delta+1} k for the
+    next n offsets Delta, each call continuing where the last one stopped.
+
+    Generic steps: the query is pulled back, x_Delta = A^T ... A^T q (``transposed().transport``), carried
+    across calls, scores k . x_Delta.  Block-SO(2) steps (``AngleSteps``, or angles drawn on ``device``): the
+    carried state is the cumulative angle Theta (wrapped to [-pi, pi]) and the scores are
+    sum_b |c_b| cos(Theta_Delta,b + arg c_b) with c_b = conj(z_qb) z_kb (``backend_torch.far_logits``).
+    """
+    import torch
+
+    from . import backend_torch as bt
+
+    dev = bt.check_device(device)
+    draw = None if dev is None else bt.angle_sampler(family, dev, bt.torch_generator(rng, dev))
+    coef_abs, coef_arg = bt.probe_coefficients(q, k, dev) if family.dim % 2 == 0 else (None, None)  # SO(2): d even
+
+    def for_batch(b: int):
+        state = {"x": None, "theta": torch.zeros((b, family.dim // 2), dtype=torch.float64, device=dev)}
+
+        def scores(n: int) -> torch.Tensor:
+            if draw is not None:
+                theta = draw(n, b)
+            else:
+                steps = family.sample(rng, n, b)
+                if not isinstance(steps, AngleSteps) or state["x"] is not None:
+                    if state["x"] is None:
+                        state["x"] = np.broadcast_to(q, (b, family.dim))
+                    path = steps.transposed().transport(state["x"])
+                    state["x"] = path[:, -1]
+                    return torch.from_numpy(np.ascontiguousarray(path[:, 1:] @ k))
+                theta = bt.as_tensor(steps.theta)
+            y, state["theta"] = bt.far_logits(theta, state["theta"], coef_abs, coef_arg)
+            return y
+
+        return scores
+
+    return for_batch
+
+
 def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: np.random.Generator,
-                 value_rotation: bool = True, chunk: int = 4096) -> Estimate:
+                 value_rotation: bool = True, chunk: int = 4096, device: str | None = None) -> Estimate:
     """Squared norm of the uniformly weighted far value residual, |r(N)|^2 / |m|^2, for each N.
 
     r(N) = (1/N) sum_{Delta=1}^N P_Delta m with P_Delta = A_i ... A_{i-Delta+1} (values transported like keys,
     the QKV arm) or P_Delta = I (value_rotation=False, QK-only: r = m).  Computed by the recurrence
-    U_t = A_t (U_{t-1} + m), U_N = N r(N), streamed in chunks.  Theory for SO(2) with real plane coherence rho:
-    E|r|^2 / |m|^2 -> (1 + rho) / ((1 - rho) N).
+    U_t = A_t (U_{t-1} + m), U_N = N r(N), streamed in chunks of steps and batches of samples (running
+    moments).  Theory for SO(2) with real plane coherence rho: E|r|^2 / |m|^2 -> (1 + rho) / ((1 - rho) N).
+    device: None draws with ``rng``; "cpu" / "cuda" draws the angles with torch there (see ``coherence``).
     """
+    from . import backend_torch as bt
+
     sizes = _check_sizes("far_sizes", far_sizes)
     check_positive_int("chunk", chunk)
     d = family.dim
     m = unit_probe(d)
-    rows = []
-    for b in batches(n_samples, chunk * d * 4):
+    dev = bt.check_device(device)
+    draw = None if dev is None else bt.angle_sampler(family, dev, bt.torch_generator(rng, dev))
+    moments = Moments()
+    for b in batches(n_samples, chunk * max(4 * d, step_floats(family))):
         u = np.zeros((b, d))
         done = 0
         out = []
         for target in sizes:
             while done < target:
                 n = min(chunk, target - done)
-                steps = family.sample(rng, n, b)
-                u = _accumulate_values(steps, u, m) if value_rotation else u + n * m
+                if not value_rotation:
+                    u = u + n * m
+                elif draw is not None:
+                    u = _accumulate_angle_values(draw(n, b), u, m)
+                else:
+                    u = _accumulate_values(family.sample(rng, n, b), u, m)
                 done += n
             out.append(np.sum((u / target) ** 2, axis=1))
-        rows.append(np.array(out).T)
-    r = np.concatenate(rows)
-    n = r.shape[0]
-    return Estimate(r.mean(axis=0), r.std(axis=0, ddof=1) / np.sqrt(n), n,
-                    {"far_sizes": sizes, "value_rotation": value_rotation})
+        moments.add(np.array(out).T)
+    return Estimate(moments.mean, moments.stderr(), moments.n, {"far_sizes": sizes, "value_rotation": value_rotation})
 
 
 def _accumulate_values(steps, u: np.ndarray, m: np.ndarray) -> np.ndarray:
     """U_t = A_t (U_{t-1} + m) over the chunk's steps, from U_0 = u; returns the last U, (batch, d).
 
-    SO(2) fast path: U_n = e^{i Theta_n} (u + sum_{t<n} e^{-i Theta_t} m) planewise, Theta_t = theta_1..theta_t.
+    SO(2) steps take ``_accumulate_angle_values``; anything else a dense loop over steps.
     """
     if isinstance(steps, AngleSteps):
-        cum = np.cumsum(steps.theta, axis=1)
-        before = np.concatenate([np.zeros_like(cum[:, :1]), cum[:, :-1]], axis=1)
-        zm = to_complex_planes(m)
-        total = to_complex_planes(u) + zm * np.sum(np.exp(-1j * before), axis=1)
-        return from_complex_planes(np.exp(1j * cum[:, -1]) * total)
+        from .backend_torch import as_tensor
+
+        return _accumulate_angle_values(as_tensor(steps.theta), u, m)
     mats = steps.dense()
     for t in range(steps.n_steps):
         u = np.einsum("bij,bj->bi", mats[:, t], u + m)
     return u
 
 
+def _accumulate_angle_values(theta, u: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """The recurrence U_t = A_t (U_{t-1} + m) for block-SO(2) steps with angles theta (batch, n, p) (a tensor).
+
+    Planewise U_n = e^{i Theta_n} (u + m sum_{t<n} e^{-i Theta_t}), Theta_t = theta_1 + .. + theta_t, Theta_0 = 0;
+    the sums C = sum cos Theta_t, S = sum sin Theta_t come from ``backend_torch.value_sums`` (on theta's device)
+    and sum e^{-i Theta_t} = C - i S.
+    """
+    from .backend_torch import value_sums
+
+    c_sum, s_sum, end = (t.cpu().numpy() for t in value_sums(theta))
+    total = to_complex_planes(u) + to_complex_planes(m) * (c_sum - 1j * s_sum)
+    return from_complex_planes(np.exp(1j * end) * total)
+
+
 def drift(family: Family, n_steps: int, rng: np.random.Generator) -> dict:
     """Orthogonality drift of one product P = A_n ... A_1 multiplied step by step in fp64 and in fp32.
 
-    Returns max |P^T P - I| for both precisions (meaningful for orthogonal families only).
+    Returns max |P^T P - I| for both precisions (meaningful for orthogonal families only).  The steps are
+    drawn and multiplied in chunks of at most max(1, BATCH_BUDGET / d^2) dense matrices, so memory does not
+    grow with n_steps; a family whose draws are sequential (e.g. Gaussian-based) sees the same numbers as one
+    draw of all n_steps.
     """
     check_positive_int("n_steps", n_steps)
-    mats = family.sample(rng, n_steps, 1).dense()[0]
-    out = {}
-    for name, dtype in (("fp64", np.float64), ("fp32", np.float32)):
-        p = np.eye(family.dim, dtype=dtype)
-        for a in mats.astype(dtype):
-            p = a @ p
-        out[name] = float(np.max(np.abs(p.T.astype(np.float64) @ p - np.eye(family.dim))))
-    return out
+    d = family.dim
+    per_chunk = max(1, BATCH_BUDGET // (d * d))
+    products = {"fp64": np.eye(d), "fp32": np.eye(d, dtype=np.float32)}
+    for start in range(0, n_steps, per_chunk):
+        mats = family.sample(rng, min(per_chunk, n_steps - start), 1).dense()[0]
+        for name, p in products.items():
+            for a in mats.astype(p.dtype):
+                p = a @ p
+            products[name] = p
+    return {name: float(np.max(np.abs(p.T.astype(np.float64) @ p - np.eye(d)))) for name, p in products.items()}

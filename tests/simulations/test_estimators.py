@@ -242,3 +242,180 @@ def test_estimates_are_reproducible_from_the_seed():
     a = est.coherence(fam, 6, 40, np.random.default_rng(9))
     b = est.coherence(fam, 6, 40, np.random.default_rng(9))
     assert np.array_equal(a.mean, b.mean) and np.array_equal(a.stderr, b.stderr)
+
+
+# --- memory: streaming over samples and steps ------------------------------------------------------------------
+
+def peak_bytes(fn):
+    """Peak traced allocation (numpy reports its buffers to tracemalloc) while fn() runs."""
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+STREAMED = {
+    # name: (call(family, n, rng) with n samples or steps) -- generic (numpy) paths, so every buffer is traced
+    "coherence": lambda f, n, r: est.coherence(f, 5, n, r),
+    "onset": lambda f, n, r: est.onset(f, 0.5, 5, n, r),
+    "mean_product_sq": lambda f, n, r: est.mean_product_sq(f, 5, n, r),
+    "score_gap": lambda f, n, r: est.score_gap(f, 3, n, r),
+    "near_weight samples": lambda f, n, r: est.near_weight(f, [5, 20], 1.0, n, r, chunk=4),
+    "far_residual samples": lambda f, n, r: est.far_residual(f, [5, 20], n, r, chunk=4),
+    "near_weight far size": lambda f, n, r: est.near_weight(f, [n // 4], 1.0, 8, r, chunk=16),
+    "far_residual far size": lambda f, n, r: est.far_residual(f, [n // 4], 8, r, chunk=16),
+    "drift steps": lambda f, n, r: est.drift(f, n // 4, r),
+    "score_gap offset": lambda f, n, r: est.score_gap(f, n, 4, r),
+}
+
+
+@pytest.mark.parametrize("name", list(STREAMED))
+def test_peak_memory_does_not_grow_with_samples_or_steps(name, monkeypatch):
+    # A small batch budget makes 8x the work run as 8x the batches: the peak must stay one batch's worth
+    # (plus the fixed-size result), where keeping every batch would multiply it by about 8.
+    monkeypatch.setattr(est, "BATCH_BUDGET", 300)
+    fam = make_family("householder", dim=3, beta=2.0)   # reflections: orthogonal, nothing underflows
+    call = STREAMED[name]
+    call(fam, 400, np.random.default_rng(0))  # warm-up: lazy imports (torch) are not part of the peak
+    small = peak_bytes(lambda: call(fam, 400, np.random.default_rng(0)))
+    large = peak_bytes(lambda: call(fam, 3200, np.random.default_rng(0)))
+    assert large <= 1.25 * small + 4096, (small, large)
+
+
+def test_so2_fast_paths_draw_one_batch_at_a_time(monkeypatch):
+    # torch buffers are not traced, so for the SO(2) fast paths check what they ask the family for: no call
+    # larger than the batch budget, however many samples or far tokens.
+    monkeypatch.setattr(est, "BATCH_BUDGET", 4096)
+
+    class Recorder:
+        def __init__(self, fam):
+            self.fam, self.dim, self.sizes = fam, fam.dim, []
+
+        def sample(self, rng, n_steps, batch):
+            self.sizes.append(n_steps * batch * self.dim)
+            return self.fam.sample(rng, n_steps, batch)
+
+    fam = make_family("so2-accumulated", dim=4, mu=0.2)
+    for call in (lambda f: est.coherence(f, 7, 5000, np.random.default_rng(0)),
+                 lambda f: est.mean_product_sq(f, 7, 500, np.random.default_rng(0)),
+                 lambda f: est.near_weight(f, [10, 3000], 1.0, 64, np.random.default_rng(0), chunk=64),
+                 lambda f: est.far_residual(f, [10, 3000], 64, np.random.default_rng(0), chunk=64)):
+        rec = Recorder(fam)
+        call(rec)
+        assert len(rec.sizes) > 4 and max(rec.sizes) <= 4 * 4096, rec.sizes[:5]
+
+
+def test_drift_in_chunks_is_bit_identical_to_one_draw(monkeypatch):
+    # Haar draws are sequential Gaussians, so drawing the steps in chunks sees the same matrices: same result.
+    fam = make_family("haar", dim=4)
+    whole = est.drift(fam, 500, np.random.default_rng(4))
+    monkeypatch.setattr(est, "BATCH_BUDGET", 7 * 16)   # 7 steps per chunk
+    assert est.drift(fam, 500, np.random.default_rng(4)) == whole
+
+
+def test_grouped_sums_fold_batches_exactly():
+    # Running sums: one batch per group gives numpy's own sums bit for bit; many batches agree to rounding.
+    rng = np.random.default_rng(2)
+    data = rng.normal(size=(1000, 5))
+    pos = [0]
+
+    def draw(b):
+        pos[0] += b
+        return data[pos[0] - b:pos[0]]
+
+    sums, squares, sizes = est.grouped_sums(draw, 1000, 1)
+    edges = np.cumsum([0, *sizes])
+    groups = [data[a:b] for a, b in zip(edges[:-1], edges[1:])]
+    assert np.array_equal(sums, [g.sum(axis=0) for g in groups])
+    assert np.array_equal(squares, [(g * g).sum(axis=0) for g in groups])
+    pos[0] = 0
+    old = est.BATCH_BUDGET
+    try:
+        est.BATCH_BUDGET = 7
+        many = est.grouped_sums(draw, 1000, 1)
+    finally:
+        est.BATCH_BUDGET = old
+    np.testing.assert_allclose(many[0], sums, rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(many[1], squares, rtol=1e-13)
+
+
+@pytest.mark.parametrize("splits", [[1000], [1, 999], [3, 500, 7, 490], [250] * 4])
+def test_moments_merge_equals_two_pass(splits):
+    x = np.random.default_rng(3).normal(5.0, 1e-3, size=(1000, 3))   # large mean, small spread: no cancellation
+    m = est.Moments()
+    start = 0
+    for size in splits:
+        m.add(x[start:start + size])
+        start += size
+    if len(splits) == 1:
+        assert np.array_equal(m.mean, x.mean(axis=0)) and np.array_equal(m.sd(), x.std(axis=0, ddof=1))
+    np.testing.assert_allclose(m.mean, x.mean(axis=0), rtol=1e-14)
+    np.testing.assert_allclose(m.sd(), x.std(axis=0, ddof=1), rtol=1e-9)
+    np.testing.assert_allclose(m.stderr(), x.std(axis=0, ddof=1) / np.sqrt(1000), rtol=1e-9)
+
+
+def test_so2_product_norm_fast_path_matches_dense_steps():
+    # the same angle draws through the plane-sum fast path and the generic dense transport
+    fam = make_family("so2-accumulated", dim=6, mu=0.4, sigma=0.3)
+
+    class AsDense:
+        dim = 6
+
+        def sample(self, rng, n_steps, batch):
+            return DenseSteps(fam.sample(rng, n_steps, batch).dense())
+
+    a = est.mean_product_sq(fam, 9, 37, np.random.default_rng(5))
+    b = est.mean_product_sq(AsDense(), 9, 37, np.random.default_rng(5))
+    np.testing.assert_allclose(a.mean, b.mean, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(a.stderr, b.stderr, rtol=1e-9, atol=1e-14)
+
+
+class Alternating:
+    """SO(2) steps handed out alternately as AngleSteps and as DenseSteps (a family that changes form)."""
+
+    def __init__(self, fam):
+        self.fam, self.dim, self.calls = fam, fam.dim, 0
+
+    def sample(self, rng, n_steps, batch):
+        steps = self.fam.sample(rng, n_steps, batch)
+        self.calls += 1
+        return steps if self.calls % 2 else DenseSteps(steps.dense())
+
+
+@pytest.mark.parametrize("kind", ["haar-d5", "so2-d6", "so2-d6-alternating"])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_bilinear_path_in_step_chunks_matches_one_draw(kind, transposed, monkeypatch):
+    # Paths longer than the batch budget are drawn in chunks of BATCH_BUDGET / d steps; with batch 1 and
+    # sequential (Gaussian-based) draws the chunks see the same steps as one draw, so the rows agree.
+    fam = make_family("haar", dim=5) if kind == "haar-d5" else make_family("so2-accumulated", dim=6, mu=0.7, sigma=0.4)
+    rng = np.random.default_rng(1)
+    q, k = rng.normal(size=fam.dim), rng.normal(size=fam.dim)       # q != k
+    steps = fam.sample(np.random.default_rng(5), 101, 1)
+    want = (steps.transposed() if transposed else steps).bilinear(q, k)
+    monkeypatch.setattr(est, "BATCH_BUDGET", 13 * fam.dim)          # 13 steps per chunk
+    chunked = Alternating(fam) if kind.endswith("alternating") else fam
+    got = est.bilinear_path(chunked, np.random.default_rng(5), 101, 1, q, k, transposed=transposed)
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    last = est.bilinear_path(chunked if kind.startswith("haar") else fam, np.random.default_rng(5), 101, 1, q, k,
+                             transposed=transposed, last_only=True)
+    np.testing.assert_allclose(last[:, [0, -1]], want[:, [0, -1]], atol=1e-12)
+    if kind.endswith("alternating"):   # an unknown family counts as dense (d^2 per step): 2 steps per chunk
+        assert chunked.calls == int(np.ceil(101 / 2))
+
+
+@pytest.mark.parametrize("call", [
+    lambda f, r: est.score_gap(f, 1, 3000, r),
+    lambda f, r: est.coherence(f, 2, 3000, r),
+    lambda f, r: est.near_weight(f, [40], 1.0, 300, r, chunk=8),
+])
+def test_dense_family_draws_count_against_the_batch_budget(call, monkeypatch):
+    # Haar steps are d x d matrices: a batch is sized by them, not by the (d-times smaller) path of vectors,
+    # so the peak stays a small multiple of the budget (the QR of the draw needs a few copies of it).
+    budget = 20_000
+    monkeypatch.setattr(est, "BATCH_BUDGET", budget)
+    fam = make_family("haar", dim=12)
+    call(fam, np.random.default_rng(0))
+    assert peak_bytes(lambda: call(fam, np.random.default_rng(0))) <= 6 * 8 * budget
