@@ -78,6 +78,8 @@ GAP_TOL = 1e-12  # a norm within rounding of 1 is no gap
 CHUNK_NUMBERS = 10_000_000
 #: default sample count, and the work budget (d^3 flops per dense step) that lowers it for dense steps at large d
 DEFAULT_SAMPLES, MIN_DENSE_SAMPLES, DENSE_WORK = 4000, 200, 2_000_000_000
+#: samples x d^2 (the numbers of the step matrices, held for dense steps and touched once per pass) at most this
+MAX_STEP_NUMBERS = 250_000_000
 #: power iteration: at most this many steps, stopped at this relative change, or when rounding that leaks into
 #: the fixed space could have grown to LEAK_LIMIT (a fixed vector gains 1/sigma^2 per step against the rest)
 POWER_ITERS, POWER_TOL, LEAK_LIMIT = 40, 1e-5, 1e-6
@@ -144,11 +146,13 @@ def is_dense(steps: Any) -> bool:
 
 
 def default_samples(family: Any, rng: np.random.Generator) -> int:
-    """DEFAULT_SAMPLES, lowered to DENSE_WORK / d^3 (at least MIN_DENSE_SAMPLES) for dense steps."""
+    """DEFAULT_SAMPLES, at most MAX_STEP_NUMBERS / d^2, and for dense steps at most DENSE_WORK / d^3 (but not
+    below MIN_DENSE_SAMPLES from that work budget)."""
     d = int(family.dim)
+    cap = min(DEFAULT_SAMPLES, MAX_STEP_NUMBERS // d**2)
     if not is_dense(family.sample(rng, 1, 1)):
-        return DEFAULT_SAMPLES
-    return int(min(DEFAULT_SAMPLES, max(MIN_DENSE_SAMPLES, DENSE_WORK // d**3)))
+        return int(cap)
+    return int(min(cap, max(MIN_DENSE_SAMPLES, DENSE_WORK // d**3)))
 
 
 def apply_step(steps: Any, t: int, x: np.ndarray) -> np.ndarray:
