@@ -2,7 +2,8 @@
 
 Nothing here measures or evaluates theory; it only reads ``record["result"]`` (and the ``Theory`` curves of
 ``figures.overlays``) and draws.  Figures are built as ``matplotlib.figure.Figure`` objects (no pyplot, no
-figure registry), on the Agg backend, with mathtext labels, inside ``matplotlib.rc_context(STYLE)`` so the
+figure registry, no backend chosen at import: ``savefig`` uses matplotlib's canvas for each format, Agg for PNG),
+with mathtext labels, inside ``matplotlib.rc_context(STYLE)`` so the
 shared style never leaks into the caller's rcParams.  Error bands and bars are +-2 standard errors.
 """
 

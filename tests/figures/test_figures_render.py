@@ -217,3 +217,17 @@ def test_extra_family_is_drawn_beside_the_builtins_with_estimated_theory(tmp_pat
             assert f"estimated theory: {EXTRA_SERIES} estimated from moment operators (20000 samples)" in text
         else:
             assert f"no theory curve for {EXTRA_SERIES}" in text and "whole law" in text
+
+
+def test_importing_the_figures_selects_no_backend():
+    """No ``matplotlib.use`` at import: the figures are Figure objects, so importing them leaves the caller's
+    backend choice alone (checked in a fresh interpreter without MPLBACKEND)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import matplotlib; import accum.figures.make, accum.figures.plots, accum.figures.cli; "
+            "print(matplotlib.rcParams._get_backend_or_none())")
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.strip() == "None"
