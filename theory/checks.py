@@ -183,13 +183,6 @@ def sandwich(steps: Any, x: np.ndarray, adjoint: bool = False) -> np.ndarray:
     return np.swapaxes(apply_step(s, 0, np.swapaxes(y, 1, 2)), 1, 2)
 
 
-def step_mean(chunks: list) -> np.ndarray:
-    """E_hat[A] (d, d) over every sampled step."""
-    d = chunks[0].dim
-    total = sum(apply_step(c, 0, np.broadcast_to(np.eye(d), (c.batch, d, d))).sum(axis=0) for c in chunks)
-    return total / sum(c.batch for c in chunks)
-
-
 def bilinear_values(chunks: list, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     """u^T A_i v for every sampled step, (M,)."""
     return np.concatenate([apply_step(c, 0, np.broadcast_to(v[:, None], (c.batch, v.size, 1)))[:, :, 0] @ u for c in chunks])
@@ -338,7 +331,7 @@ def first_moment_gap(half1: list, half2: list) -> Gap:
     u^T E[A] v = g1 - O(|u - u*|^2) when (u, v) is near the true pair, whereas sigma_max(M_hat) is biased
     upwards by the noise of M_hat (about its entry noise times 2 sqrt(d)) -- reported as ``plug_in``.
     """
-    u, s, vh = np.linalg.svd(step_mean(half1))
+    u, s, vh = np.linalg.svd(step_mean_with_se(half1)[0])
     vals = bilinear_values(half2, u[:, 0], vh[0])
     return Gap(float(vals.mean()), float(vals.std(ddof=1) / math.sqrt(vals.size)), float(s[0]))
 
