@@ -718,7 +718,10 @@ def verdict(conds: dict[str, Condition], theory: dict | None = None) -> tuple[di
 
     reasons_c1 = []
     if failed("first-moment-gap"):
-        reasons_c1.append(f"no first-moment gap (sigma_max(E[A]) = {conds['first-moment-gap'].value:.4g}, not < 1 by k se)")
+        g1 = conds["first-moment-gap"]
+        hint = ("; below 1 but not by k se: more --samples may resolve it"
+                if g1.stderr and g1.value < 1.0 - g1.stderr else "")
+        reasons_c1.append(f"no first-moment gap (sigma_max(E[A]) = {g1.value:.4g}, not < 1 by k se{hint})")
     if failed("non-lattice"):
         reasons_c1.append("angle law without spread: " + conds["non-lattice"].detail.rpartition("; ")[2])
     dependent = failed("independent-steps")
