@@ -719,7 +719,7 @@ def verdict(conds: dict[str, Condition], theory: dict | None = None) -> tuple[di
     reasons_c1 = []
     if failed("first-moment-gap"):
         g1 = conds["first-moment-gap"]
-        hint = ("; below 1 but not by k se: more --samples may resolve it"
+        hint = ("; it is below 1, so more --samples may resolve it"
                 if g1.stderr and g1.value < 1.0 - g1.stderr else "")
         reasons_c1.append(f"no first-moment gap (sigma_max(E[A]) = {g1.value:.4g}, not < 1 by k se{hint})")
     if failed("non-lattice"):
