@@ -28,6 +28,7 @@ freedom), and the value is the jackknife bias-corrected plug-in (``jackknife_pre
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -60,13 +61,19 @@ class StepMoments:
     def dim(self) -> int:
         return self.mean.shape[0]
 
+    @functools.cached_property
+    def operator(self) -> np.ndarray:
+        """S as a (d^2, d^2) matrix on row-major vec: S[(i,k), (j,l)] = K[i,j,k,l]; T is its transpose."""
+        d = self.dim
+        return self.pair.transpose(0, 2, 1, 3).reshape(d * d, d * d)
+
     def left(self, x: np.ndarray) -> np.ndarray:
         """S(X) = E[A X A^T] (d, d)."""
-        return np.einsum("ijkl,jl->ik", self.pair, x, optimize=True)
+        return (self.operator @ x.reshape(-1)).reshape(x.shape)
 
     def right(self, x: np.ndarray) -> np.ndarray:
         """T(X) = E[A^T X A] (d, d)."""
-        return np.einsum("ijkl,ik->jl", self.pair, x, optimize=True)
+        return (x.reshape(-1) @ self.operator).reshape(x.shape)
 
 
 # --- the quantities, each a pure function of the moments ---------------------------------------------------
