@@ -1,8 +1,11 @@
 """Theory curves for the figures, evaluated by ``accum.theory`` at exactly the measured points.
 
-Nothing is computed here: each curve is ``theory.predict`` (or a named theory evaluator) called with the
-family and options stored in the measurement's record.  Where the theory has no closed form
-(``NoClosedForm``) the curve is left out and a note says so; the note goes into the figure's caption.
+Nothing is measured here: each curve is ``theory.prediction`` (or a named theory evaluator) called with the
+family and options stored in the measurement's record.  A family without a closed form (a user family, the Lie
+walk's far variance) gets the theory estimated from its moment operators, with an rng seeded from the record's own
+seed, and the figure's theory source says which curves are estimated.  Where there is no theory at all
+(``NoClosedForm``, e.g. the far mass of a user family) the curve is left out and a note says so; the note goes
+into the figure's caption.
 """
 
 from __future__ import annotations
@@ -14,15 +17,19 @@ from typing import Any, Callable, NamedTuple, Sequence
 import numpy as np
 
 from accum.simulations.families import make_family
-from accum.theory import NoClosedForm, predict
+from accum.simulations.params import ParamError
+from accum.theory import NoClosedForm, prediction
 from accum.theory.scores import gap_in_sd
 
 from .data import Measured
 
 
 class Curve(NamedTuple):
+    """A theory curve; ``source`` is the prediction's ("closed form" or "estimated from moment operators ...")."""
+
     x: np.ndarray
     y: np.ndarray
+    source: str = "closed form"
 
 
 @dataclass(frozen=True)
@@ -49,15 +56,24 @@ def far_sizes_of(m: Measured) -> np.ndarray:
     return np.asarray(m.record["result"]["far_sizes"], dtype=np.int64)
 
 
+def predicted(quantity: str, m: Measured, **options: Any) -> tuple[np.ndarray, str]:
+    """``theory.prediction(quantity, family of m, **options)``: its value and source.  An estimated prediction
+    draws its steps from ``default_rng(record seed)``, so a figure's theory is reproducible from its data."""
+    p = prediction(quantity, family_of(m), rng=np.random.default_rng(m.record["seed"]), **options)
+    return np.asarray(p.value, dtype=float), p.source
+
+
 def _collect(items: Sequence[tuple[str, Callable[[], Curve]]], source: str) -> Theory:
-    """Evaluate each (name, thunk); a ``NoClosedForm`` becomes a note instead of a curve."""
+    """Evaluate each (name, thunk); a ``NoClosedForm`` (or a family too large for the estimated theory) becomes
+    a note instead of a curve; estimated curves are named in the source."""
     curves, notes = {}, []
     for name, thunk in items:
         try:
             curves[name] = thunk()
-        except NoClosedForm as err:
+        except (NoClosedForm, ParamError) as err:
             notes.append(f"no theory curve for {name}: {err}")
-    return Theory(curves, source, tuple(notes))
+    estimated = [f"{name} {c.source}" for name, c in curves.items() if c.source != "closed form"]
+    return Theory(curves, source + (f"; estimated theory: {', '.join(estimated)}" if estimated else ""), tuple(notes))
 
 
 def by_series(measured: Sequence[Measured]) -> dict[str, list[Measured]]:
@@ -66,77 +82,74 @@ def by_series(measured: Sequence[Measured]) -> dict[str, list[Measured]]:
 
 
 def coherence_theory(measured: Sequence[Measured]) -> Theory:
-    """c(n), n = 0..steps, from ``predict("coherence")`` for each family."""
+    """c(n), n = 0..steps, from ``prediction("coherence")`` for each family."""
     def curve(m: Measured) -> Curve:
         steps = options_of(m)["steps"]
-        return Curve(np.arange(steps + 1), np.asarray(predict("coherence", family_of(m), steps=steps), float))
+        return Curve(np.arange(steps + 1), *predicted("coherence", m, steps=steps))
 
-    return _collect([(m.job.series, lambda m=m: curve(m)) for m in measured], 'theory.predict("coherence")')
+    return _collect([(m.job.series, lambda m=m: curve(m)) for m in measured], 'theory.prediction("coherence")')
 
 
 def window_theory(measured: Sequence[Measured]) -> Theory:
-    """W(T) at each measured context length, from ``predict("window")``."""
+    """W(T) at each measured context length, from ``prediction("window")``."""
     def curve(group: list[Measured]) -> Curve:
         contexts = np.array([options_of(m)["context"] for m in group])
-        return Curve(contexts, np.array([predict("window", family_of(m), context=int(t))
-                                         for m, t in zip(group, contexts)]))
+        points = [predicted("window", m, context=int(t)) for m, t in zip(group, contexts)]
+        return Curve(contexts, np.array([value for value, _ in points]), points[0][1])
 
-    return _collect([(key, lambda g=g: curve(g)) for key, g in by_series(measured).items()], 'theory.predict("window")')
+    return _collect([(key, lambda g=g: curve(g)) for key, g in by_series(measured).items()],
+                    'theory.prediction("window")')
 
 
 def score_gap_theory(measured: Sequence[Measured]) -> Theory:
-    """Across d: the far-score second moment d E[s^2] (``predict("far-variance")``) and the near score in
+    """Across d: the far-score second moment d E[s^2] (``prediction("far-variance")``) and the near score in
     far standard deviations (``theory.scores.gap_in_sd``)."""
     dims = np.array([m.record["result"]["dim"] for m in measured])
 
     def variance() -> Curve:
-        return Curve(dims, np.array([predict("far-variance", family_of(m), offset=options_of(m)["offset"])
-                                     for m in measured]))
+        points = [predicted("far-variance", m, offset=options_of(m)["offset"]) for m in measured]
+        return Curve(dims, np.array([value for value, _ in points]), points[0][1])
 
     def gap() -> Curve:
         return Curve(dims, np.array([gap_in_sd(int(d), near=m.record["result"]["near"])
                                      for d, m in zip(dims, measured)]))
 
     return _collect([("far-variance", variance), ("gap", gap)],
-                    'theory.predict("far-variance"), theory.scores.gap_in_sd')
+                    'theory.prediction("far-variance"), theory.scores.gap_in_sd')
 
 
 def near_weight_theory(measured: Sequence[Measured]) -> Theory:
-    """Per family ``predict("near-weight")`` (1 / (1 + far mass)); the norm bound
-    ``predict("near-weight-bound")``; for ALiBi jobs (slope > 0) ``predict("alibi-floor")``."""
+    """Per family ``prediction("near-weight")`` (1 / (1 + far mass)); the norm bound
+    ``prediction("near-weight-bound")``; for ALiBi jobs (slope > 0) ``prediction("alibi-floor")``."""
     def weight(m: Measured) -> Curve:
         o = options_of(m)
-        sizes = far_sizes_of(m)
-        return Curve(sizes, np.asarray(predict("near-weight", family_of(m), far_sizes=sizes, s0=o["s0"],
-                                               slope=o["alibi_slope"]), float))
+        return Curve(far_sizes_of(m), *predicted("near-weight", m, far_sizes=far_sizes_of(m), s0=o["s0"],
+                                                 slope=o["alibi_slope"]))
 
     def bound(m: Measured) -> Curve:
-        sizes = far_sizes_of(m)
-        return Curve(sizes, np.asarray(predict("near-weight-bound", family_of(m), far_sizes=sizes,
-                                               s0=options_of(m)["s0"]), float))
+        return Curve(far_sizes_of(m), *predicted("near-weight-bound", m, far_sizes=far_sizes_of(m),
+                                                 s0=options_of(m)["s0"]))
 
     def floor(m: Measured) -> Curve:
         o = options_of(m)
-        sizes = far_sizes_of(m)
-        return Curve(sizes, np.asarray(predict("alibi-floor", family_of(m), far_sizes=sizes, s0=o["s0"],
-                                               slope=o["alibi_slope"]), float))
+        return Curve(far_sizes_of(m), *predicted("alibi-floor", m, far_sizes=far_sizes_of(m), s0=o["s0"],
+                                                 slope=o["alibi_slope"]))
 
     items = [(m.job.series, lambda m=m: weight(m)) for m in measured]
     rotation = [m for m in measured if options_of(m)["alibi_slope"] == 0]
     alibi = [m for m in measured if options_of(m)["alibi_slope"] > 0]
     items += [("bound", lambda: bound(rotation[0]))] if rotation else []
     items += [("alibi-floor", lambda: floor(alibi[0]))] if alibi else []
-    return _collect(items, 'theory.predict("near-weight"), ("near-weight-bound"), ("alibi-floor")')
+    return _collect(items, 'theory.prediction("near-weight"), ("near-weight-bound"), ("alibi-floor")')
 
 
 def far_residual_theory(measured: Sequence[Measured]) -> Theory:
-    """E|r(N)|^2 / |m|^2 from ``predict("far-residual")`` with the job's value_rotation."""
+    """E|r(N)|^2 / |m|^2 from ``prediction("far-residual")`` with the job's value_rotation."""
     def curve(m: Measured) -> Curve:
-        sizes = far_sizes_of(m)
-        return Curve(sizes, np.asarray(predict("far-residual", family_of(m), far_sizes=sizes,
-                                               value_rotation=bool(options_of(m)["value_rotation"])), float))
+        return Curve(far_sizes_of(m), *predicted("far-residual", m, far_sizes=far_sizes_of(m),
+                                                 value_rotation=bool(options_of(m)["value_rotation"])))
 
-    return _collect([(m.job.series, lambda m=m: curve(m)) for m in measured], 'theory.predict("far-residual")')
+    return _collect([(m.job.series, lambda m=m: curve(m)) for m in measured], 'theory.prediction("far-residual")')
 
 
 #: the theory builder of each measured figure, by file stem

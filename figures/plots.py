@@ -2,7 +2,8 @@
 
 Nothing here measures or evaluates theory; it only reads ``record["result"]`` (and the ``Theory`` curves of
 ``figures.overlays``) and draws.  Figures are built as ``matplotlib.figure.Figure`` objects (no pyplot, no
-figure registry), on the Agg backend, with mathtext labels, inside ``matplotlib.rc_context(STYLE)`` so the
+figure registry, no backend chosen at import: ``savefig`` uses matplotlib's canvas for each format, Agg for PNG),
+with mathtext labels, inside ``matplotlib.rc_context(STYLE)`` so the
 shared style never leaks into the caller's rcParams.  Error bands and bars are +-2 standard errors.
 """
 
@@ -13,15 +14,12 @@ from typing import Any, Callable, Sequence
 
 import matplotlib
 import matplotlib.ticker
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-
-import numpy as np  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from .data import Measured  # noqa: E402
-from .overlays import Theory, by_series  # noqa: E402
+from .data import Measured
+from .overlays import Theory, by_series
 
 #: the one style of every figure
 STYLE: dict[str, Any] = {
@@ -54,6 +52,7 @@ COLORS = {
     "householder-1": "#bcbd22", "lie-walk": "#d62728", "haar": "#000000", "nope": "#000000", "alibi": "#d62728",
     "qkv-0.5": "#1f77b4", "qkv-1": "#17becf", "qk-0.5": "#666666",
     "random": "#1f77b4", "learned": "#ff7f0e", "learned_qkv": "#9467bd", "path": "#2ca02c",
+    "extra": "#e6007e",  # a family drawn beside the built-ins (accum figures --family; figures.specs.EXTRA_SERIES)
 }
 FALLBACK = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 THEORY = {"linestyle": "--", "linewidth": 1.3, "alpha": 0.95, "zorder": 3}

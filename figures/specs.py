@@ -6,7 +6,9 @@ from the run's root seed and the job's config, see ``figures.data``) and ``figur
 in the repository (a few CPU minutes in total).
 
 Every family is built from the registry in ``simulations.families``; unit probes q = k = m = 1/sqrt(d)
-throughout (the estimators' default).
+throughout (the estimators' default).  An ``ExtraFamily`` (``accum figures --family F --param k=v``, built-in or
+``module:Class``) adds one series, ``EXTRA_SERIES``, to figures 1, 2, 4 and 5 beside the built-ins, measured with
+the same options; figure 3 is a sweep over d of one SO(2) law and gets no extra series.
 """
 
 from __future__ import annotations
@@ -43,6 +45,27 @@ class FigureSpec:
     jobs: tuple[Job, ...] = field(default_factory=tuple)
 
 
+#: the series name of an extra family in every figure it is drawn in (its colour in ``figures.plots.COLORS``)
+EXTRA_SERIES = "extra"
+
+
+@dataclass(frozen=True)
+class ExtraFamily:
+    """A family drawn beside the built-ins: its name (built-in or ``module:Class``) and given parameters."""
+
+    name: str
+    params: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """Legend text: the class (or built-in) name and the given parameters, e.g. ``SignedPermutation(dim=8)``."""
+        given = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        return f"{self.name.rpartition(':')[2]}({given})".replace("$", r"\$")
+
+    def job(self, quantity: str, options: dict, panel: int = 0) -> "Job":
+        return Job(quantity, self.name, dict(self.params), options, EXTRA_SERIES, self.label, panel)
+
+
 def _so2(law: str, **params) -> dict:
     return {"dim": DIM, "law": law, **params}
 
@@ -56,8 +79,9 @@ def _few_if_deterministic(family: str) -> dict:
     return {"samples": 4} if family in DETERMINISTIC else {}
 
 
-def coherence_spec(quick: bool) -> FigureSpec:
-    """Figure 1: |c(n)| = |E[q^T A_n ... A_1 k]| for every built-in family (NoPE is c = 1, left out)."""
+def coherence_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSpec:
+    """Figure 1: |c(n)| = |E[q^T A_n ... A_1 k]| for every built-in family (NoPE is c = 1, left out), and the
+    extra family in the matrix-family panel."""
     steps, samples = (8, 64) if quick else (64, 20000)
     lie_steps, lie_samples = (4, 16) if quick else (24, 1000)
     haar_steps, haar_samples = (4, 64) if quick else (8, 8000)
@@ -83,6 +107,7 @@ def coherence_spec(quick: bool) -> FigureSpec:
         Job("coherence", "haar", {"dim": DIM}, {"steps": haar_steps, "samples": haar_samples}, "haar",
             r"Haar O(d): $c(n) = 0$ for $n \geq 1$", 1),
     ]
+    jobs += [extra.job("coherence", opts, 1)] if extra else []
     return FigureSpec("fig1_coherence",
                       "Coherence |E[q^T A_n...A_1 k]| versus the number of accumulated steps n, Monte Carlo "
                       "(markers and +-2 se band, drawn until |c| first falls to 2 se, i.e. into the noise) against "
@@ -99,11 +124,12 @@ WINDOW_FAMILIES = (
 )
 
 
-def window_spec(quick: bool) -> FigureSpec:
+def window_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSpec:
     """Figure 2: mixing-window width W(T) at each context length T; flat for accumulated transforms."""
     contexts, samples = ((8, 16), 8) if quick else ((16, 32, 64, 128, 256, 512, 1024), 400)
     jobs = tuple(Job("window", fam, params, {"context": t, "samples": samples, **_few_if_deterministic(fam)},
                      key, label) for key, label, fam, params in WINDOW_FAMILIES for t in contexts)
+    jobs += tuple(extra.job("window", {"context": t, "samples": samples}) for t in contexts) if extra else ()
     return FigureSpec("fig2_window",
                       "Mixing-window width W(T) = sum_Delta c_T(Delta)^2 versus context length T: flat for "
                       "accumulated transforms, growing for RoPE; Monte Carlo +-2 se against theory (dashed).", jobs)
@@ -119,7 +145,7 @@ def score_gap_spec(quick: bool) -> FigureSpec:
                       "dimension d: far scores concentrate at 0 with variance 1/d, so the gap opens as sqrt(d).", jobs)
 
 
-def near_weight_spec(quick: bool) -> FigureSpec:
+def near_weight_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSpec:
     """Figure 4: near-target attention weight among N far keys, rotation families against ALiBi."""
     opts = {"n_max": 100, "points": 3, "samples": 4} if quick else {"n_max": 100_000, "points": 11, "samples": 32}
     opts = {**opts, "s0": 4.0}
@@ -133,13 +159,14 @@ def near_weight_spec(quick: bool) -> FigureSpec:
     ]
     jobs = tuple(Job("near-weight", fam, params, {**opts, "alibi_slope": slope, **_few_if_deterministic(fam)},
                      key, label) for key, label, fam, params, slope in rows)
+    jobs += (extra.job("near-weight", {**opts, "alibi_slope": 0.0}),) if extra else ()
     return FigureSpec("fig4_near_weight",
                       "Attention weight on one near target (logit s0) among N far copies of its key versus N: "
                       "rotations alone let it fall to 0 (below the bound 1/(1+N e^{-2 s0})); ALiBi's bias keeps it "
                       "above a floor.", jobs)
 
 
-def far_residual_spec(quick: bool) -> FigureSpec:
+def far_residual_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSpec:
     """Figure 5: far value residual |r(N)|^2 / |m|^2 with (QKV) and without (QK only) value rotation."""
     opts = {"n_max": 100, "points": 3, "samples": 8} if quick else {"n_max": 20_000, "points": 9, "samples": 400}
     rows = [
@@ -149,6 +176,7 @@ def far_residual_spec(quick: bool) -> FigureSpec:
     ]
     jobs = tuple(Job("far-residual", "so2-accumulated", params, {**opts, "value_rotation": rot}, key, label)
                  for key, label, params, rot in rows)
+    jobs += (extra.job("far-residual", {**opts, "value_rotation": 1}),) if extra else ()
     return FigureSpec("fig5_far_residual",
                       "Squared norm of the uniformly weighted far value residual r(N) = (1/N) sum_Delta P_Delta m "
                       "versus the far-set size N: rotated values add incoherently (|r|^2 ~ 1/N, i.e. |r| ~ 1/sqrt(N)), "
@@ -164,7 +192,7 @@ def probes_spec() -> FigureSpec:
     return FigureSpec("fig6_probes", PROBES_SUMMARY)
 
 
-def figure_specs(quick: bool) -> tuple[FigureSpec, ...]:
-    """Figures 1-6 in order."""
-    return (coherence_spec(quick), window_spec(quick), score_gap_spec(quick), near_weight_spec(quick),
-            far_residual_spec(quick), probes_spec())
+def figure_specs(quick: bool, extra: ExtraFamily | None = None) -> tuple[FigureSpec, ...]:
+    """Figures 1-6 in order, with ``extra`` beside the built-ins in figures 1, 2, 4 and 5."""
+    return (coherence_spec(quick, extra), window_spec(quick, extra), score_gap_spec(quick), near_weight_spec(quick, extra),
+            far_residual_spec(quick, extra), probes_spec())

@@ -78,9 +78,13 @@ GAP_TOL = 1e-12  # a norm within rounding of 1 is no gap
 CHUNK_NUMBERS = 10_000_000
 #: default sample count, and the work budget (d^3 flops per dense step) that lowers it for dense steps at large d
 DEFAULT_SAMPLES, MIN_DENSE_SAMPLES, DENSE_WORK = 4000, 200, 2_000_000_000
+#: samples x d^2 (the numbers of the step matrices, held for dense steps and touched once per pass) at most this
+MAX_STEP_NUMBERS = 250_000_000
 #: power iteration: at most this many steps, stopped at this relative change, or when rounding that leaks into
 #: the fixed space could have grown to LEAK_LIMIT (a fixed vector gains 1/sigma^2 per step against the rest)
 POWER_ITERS, POWER_TOL, LEAK_LIMIT = 40, 1e-5, 1e-6
+#: the second-moment power method may take up to POWER_WORK flops (at least POWER_ITERS, at most POWER_ITERS_MAX steps)
+POWER_WORK, POWER_ITERS_MAX = 30_000_000_000, 300
 #: largest d for which ||A||_2 is computed exactly per sample (eigvalsh of A^T A); above it, power iteration
 NORM_EXACT_DIM = 64
 
@@ -144,11 +148,13 @@ def is_dense(steps: Any) -> bool:
 
 
 def default_samples(family: Any, rng: np.random.Generator) -> int:
-    """DEFAULT_SAMPLES, lowered to DENSE_WORK / d^3 (at least MIN_DENSE_SAMPLES) for dense steps."""
+    """DEFAULT_SAMPLES, at most MAX_STEP_NUMBERS / d^2, and for dense steps at most DENSE_WORK / d^3 (but not
+    below MIN_DENSE_SAMPLES from that work budget)."""
     d = int(family.dim)
+    cap = min(DEFAULT_SAMPLES, MAX_STEP_NUMBERS // d**2)
     if not is_dense(family.sample(rng, 1, 1)):
-        return DEFAULT_SAMPLES
-    return int(min(DEFAULT_SAMPLES, max(MIN_DENSE_SAMPLES, DENSE_WORK // d**3)))
+        return int(cap)
+    return int(min(cap, max(MIN_DENSE_SAMPLES, DENSE_WORK // d**3)))
 
 
 def apply_step(steps: Any, t: int, x: np.ndarray) -> np.ndarray:
@@ -179,13 +185,6 @@ def sandwich(steps: Any, x: np.ndarray, adjoint: bool = False) -> np.ndarray:
     return np.swapaxes(apply_step(s, 0, np.swapaxes(y, 1, 2)), 1, 2)
 
 
-def step_mean(chunks: list) -> np.ndarray:
-    """E_hat[A] (d, d) over every sampled step."""
-    d = chunks[0].dim
-    total = sum(apply_step(c, 0, np.broadcast_to(np.eye(d), (c.batch, d, d))).sum(axis=0) for c in chunks)
-    return total / sum(c.batch for c in chunks)
-
-
 def bilinear_values(chunks: list, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     """u^T A_i v for every sampled step, (M,)."""
     return np.concatenate([apply_step(c, 0, np.broadcast_to(v[:, None], (c.batch, v.size, 1)))[:, :, 0] @ u for c in chunks])
@@ -199,6 +198,8 @@ class DensePair:
     def __init__(self, chunks: list):
         self.mats = [np.asarray(c.dense(), dtype=np.float64)[:, 0] for c in chunks]
         self.size = sum(a.shape[0] for a in self.mats)
+        d = self.mats[0].shape[1]
+        self.cost = 4.0 * self.size * d**3  # flops of one application
 
     def left(self, x: np.ndarray) -> np.ndarray:
         return sum(np.sum(a @ x @ np.swapaxes(a, 1, 2), axis=0) for a in self.mats) / self.size
@@ -225,6 +226,7 @@ class AnglePair:
         m = self.z.shape[0]
         self.minus = self.z.T @ np.conj(self.z) / m
         self.plus = self.z.T @ self.z / m
+        self.cost = 16.0 * self.minus.size  # flops of one application (elementwise in the plane basis)
 
     @staticmethod
     def to_planes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -266,6 +268,7 @@ class HouseholderPair:
         self.w = np.concatenate([c.w[:, 0] for c in chunks])
         self.beta = np.concatenate([c.beta[:, 0] for c in chunks])
         self.c = self.w.T @ (self.beta[:, None] * self.w) / self.w.shape[0]
+        self.cost = 6.0 * self.w.size * self.w.shape[1]  # flops of one application
 
     def quad(self, x: np.ndarray) -> np.ndarray:
         """w_i^T X w_i per sample."""
@@ -317,13 +320,15 @@ def take(steps: Any, index: slice) -> Any:
 class Gap:
     """A split-sample estimate of a top singular value (see ``first_moment_gap``): ``value`` +- ``stderr`` from the
     second half, ``plug_in`` the biased-upwards sigma_max of the first half's estimate, ``iterations`` of the power
-    method (0 for a direct SVD), ``all_fixed`` when every direction is fixed (no complement)."""
+    method (0 for a direct SVD), ``all_fixed`` when every direction is fixed (no complement), ``converged`` False
+    when the power method stopped at its step cap (its value is then a lower bound)."""
 
     value: float
     stderr: float
     plug_in: float
     iterations: int = 0
     all_fixed: bool = False
+    converged: bool = True
 
 
 def first_moment_gap(half1: list, half2: list) -> Gap:
@@ -334,7 +339,7 @@ def first_moment_gap(half1: list, half2: list) -> Gap:
     u^T E[A] v = g1 - O(|u - u*|^2) when (u, v) is near the true pair, whereas sigma_max(M_hat) is biased
     upwards by the noise of M_hat (about its entry noise times 2 sqrt(d)) -- reported as ``plug_in``.
     """
-    u, s, vh = np.linalg.svd(step_mean(half1))
+    u, s, vh = np.linalg.svd(step_mean_with_se(half1)[0])
     vals = bilinear_values(half2, u[:, 0], vh[0])
     return Gap(float(vals.mean()), float(vals.std(ddof=1) / math.sqrt(vals.size)), float(s[0]))
 
@@ -346,39 +351,46 @@ def second_moment_gap(half1: list, half2: list, rng: np.random.Generator) -> Gap
     range(I - S) = F^perp; both F and F^perp are invariant under S and S^* = T (T(X) = E[A^T X A]).  Hence
     Y_0 = X_0 - S_1(X_0) (X_0 Gaussian) lies in F^perp, and the power method Y <- T_1(S_1(Y)) / norm on the first
     half's operators converges to the top right singular vector V of S_1 on F^perp; U = S_1(V) / |S_1(V)|.
+    X_0 = G / |G| + I / sqrt(d): a Gaussian start alone gives the trace direction weight 1/d, and for isotropic
+    contractions (Householder beta in (0, 2): S(I) = tau I with tau = 1 - beta (2 - beta)/d the top value, the
+    traceless part only ~1 - 2 beta/d) the power method would need ~d^2 steps to find it.  The power method's
+    value is a lower bound that converges to g2 from below.
     Rounding leaks into F (where T S has eigenvalue 1) grow by 1/sigma^2 per step, so the iteration stops
-    before such a leak could reach LEAK_LIMIT (or at POWER_TOL relative change, or POWER_ITERS steps).
+    before such a leak could reach LEAK_LIMIT, at POWER_TOL relative change, or at its step cap (POWER_WORK flops;
+    then ``converged`` is False and the value a lower bound).
     The estimate is <U, S_2(V)> on the second half, se = sd_i <U, A_i V A_i^T> / sqrt(M_2) (unbiased for
     <U, S V> <= g2 given the first half), never forming the d^2 x d^2 matrix.  Y_0 = 0 means every direction is
     fixed (A X A^T = X for every sampled step, e.g. A = I).
     """
     d = half1[0].dim
     op1, op2 = pair_operator(half1), pair_operator(half2)
-    x0 = rng.normal(size=(d, d))
+    g = rng.normal(size=(d, d))
+    x0 = g / np.linalg.norm(g) + np.eye(d) / math.sqrt(d)  # the trace direction with weight 1/sqrt(2), see above
     y = x0 - op1.left(x0)
     size = np.linalg.norm(y)
     if size <= FIXED_TOL * np.linalg.norm(x0):
         return Gap(1.0, 0.0, 1.0, 0, True)
     v, sigma, leak, it = y / size, 0.0, math.log(LEAK_LIMIT / np.finfo(float).eps), 0
-    while it < POWER_ITERS:
+    cap = int(min(POWER_ITERS_MAX, max(POWER_ITERS, POWER_WORK // (2.0 * op1.cost))))
+    converged = False
+    while it < cap and not converged:
         it += 1
         z = op1.left(v)
         new = float(np.linalg.norm(z))
         w = op1.right(z)
         norm_w = float(np.linalg.norm(w))
-        converged = abs(new - sigma) <= POWER_TOL * max(new, 1e-300)
+        converged = abs(new - sigma) <= POWER_TOL * max(new, 1e-300) or norm_w == 0.0
         sigma = new
-        if norm_w == 0.0 or converged:
-            break
-        v = w / norm_w
-        if it * 2.0 * math.log(1.0 / max(sigma, 1e-300)) >= leak:
-            break
+        if not converged:
+            v = w / norm_w
+            # a leak into F could reach LEAK_LIMIT: stop (sigma is then far below 1, the decision is not close)
+            converged = it * 2.0 * math.log(1.0 / max(sigma, 1e-300)) >= leak
     if sigma == 0.0:
         return Gap(0.0, 0.0, 0.0, it)
     u = op1.left(v)
     u /= np.linalg.norm(u)
     vals = op2.values(u, v)
-    return Gap(float(vals.mean()), float(vals.std(ddof=1) / math.sqrt(vals.size)), sigma, it)
+    return Gap(float(vals.mean()), float(vals.std(ddof=1) / math.sqrt(vals.size)), sigma, it, converged=converged)
 
 
 # --- one-sample conditions, chunk by chunk ------------------------------------------------------------------
@@ -649,7 +661,8 @@ def check(family: Any, rng: np.random.Generator, samples: int | None = None, bud
             conds["second-moment-gap"] = Condition(
                 "second-moment-gap", g2.value + k1 * g2.stderr < 1.0 - GAP_TOL, g2.value, g2.stderr, 1.0, k1,
                 detail=f"sigma_max of X -> E[A X A^T] off its fixed space (matrix-free power method, {g2.iterations} "
-                       f"steps; split-sample estimate, plug-in {g2.plug_in:.4g})")
+                       f"steps{'' if g2.converged else ', NOT converged: a lower bound'}; split-sample estimate, "
+                       f"plug-in {g2.plug_in:.4g})")
     if d <= pair_dim:
         fixed, _ = fixed_space(pair_mean(dense_steps(chunks)))
         kappa = coherent_direction(fixed, d, rng)
@@ -721,7 +734,10 @@ def verdict(conds: dict[str, Condition], theory: dict | None = None) -> tuple[di
 
     reasons_c1 = []
     if failed("first-moment-gap"):
-        reasons_c1.append(f"no first-moment gap (sigma_max(E[A]) = {conds['first-moment-gap'].value:.4g}, not < 1 by k se)")
+        g1 = conds["first-moment-gap"]
+        hint = ("; it is below 1, so more --samples may resolve it"
+                if g1.stderr and g1.value < 1.0 - g1.stderr else "")
+        reasons_c1.append(f"no first-moment gap (sigma_max(E[A]) = {g1.value:.4g}, not < 1 by k se{hint})")
     if failed("non-lattice"):
         reasons_c1.append("angle law without spread: " + conds["non-lattice"].detail.rpartition("; ")[2])
     dependent = failed("independent-steps")

@@ -17,13 +17,11 @@ from accum.simulations.families import make_family
 from accum.simulations.params import ParamError, check_seed, parse_assignments
 from accum.simulations.results import atomic_write_json, check_output_path, make_record
 
-from .checks import check, format_report
+from .checks import MAX_STEP_NUMBERS, MIN_DENSE_SAMPLES, check, format_report
 
 
 #: allowed ranges of the options (inclusive): the pair operator E[A (x) A] has d^4 entries and an SVD of size d^2
 SAMPLES_RANGE, K_MAX_RANGE, PAIR_DIM_RANGE = (10, 10**7), (1, 1024), (1, 32)
-#: the sampled steps (samples, d, d) are held in memory: at most this many float64 numbers (2 GB)
-MAX_STEP_NUMBERS = 250_000_000
 
 
 def add_subparser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -36,8 +34,8 @@ def add_subparser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
     p.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo estimates (default 0)")
     p.add_argument("--json", metavar="PATH", help="write the report here (atomically)")
     p.add_argument("--samples", type=int, default=None,
-                   help="sampled steps per estimate (default 4000; for dense steps 2e9 / d^3, at least 200; at most 1e7 "
-                        "and 2.5e8 / d^2)")
+                   help="sampled steps per estimate (default 4000, at most 2.5e8 / d^2; for dense steps at most 2e9 / d^3 "
+                        "but at least 200; any value at most 1e7 and 2.5e8 / d^2)")
     p.add_argument("--budget", type=float, default=1e-3,
                    help="false-failure probability of the whole report (default 1e-3)")
     p.add_argument("--k-max", type=int, default=32, help="largest frequency k of the non-lattice test (default 32, at most 1024)")
@@ -61,9 +59,13 @@ def run(args: argparse.Namespace) -> int:
         check_output_path(args.json, "--json")
     params = parse_assignments(args.param, "--param")
     family = make_family(args.family, **params)
-    if args.samples is not None and args.samples * family.dim**2 > MAX_STEP_NUMBERS:
-        raise ParamError(f"--samples {args.samples} at d = {family.dim} would hold {args.samples * family.dim**2:.3g} "
-                         f"numbers of step matrices; at most {MAX_STEP_NUMBERS // family.dim**2} samples at this d")
+    cap = MAX_STEP_NUMBERS // family.dim**2
+    if args.samples is not None and args.samples > cap:
+        raise ParamError(f"--samples {args.samples} at d = {family.dim} would touch {args.samples * family.dim**2:.3g} "
+                         f"numbers of step matrices; at most {cap} samples at this d")
+    if args.samples is None and cap < MIN_DENSE_SAMPLES:
+        raise ParamError(f"--samples: at d = {family.dim} the default ({MIN_DENSE_SAMPLES} or more samples) would touch "
+                         f"more than {MAX_STEP_NUMBERS:.3g} numbers of step matrices; give --samples N with N <= {cap}")
     start = time.perf_counter()
     report = check(family, np.random.default_rng(args.seed), samples=args.samples, budget=args.budget,
                    k_max=args.k_max, pair_dim=args.pair_dim)

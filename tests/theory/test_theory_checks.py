@@ -183,3 +183,17 @@ def test_head_size_128_holds_for_gaussian_angles_and_fails_for_a_lattice():
 def test_check_requires_an_rng():
     with pytest.raises(TypeError):
         checks.check(make_family("haar", dim=3))  # no unseeded default
+
+
+@pytest.mark.parametrize("d", [16, 64])
+def test_second_moment_gap_of_householder_is_its_norm_rate(d):
+    """Householder beta = 1 on the sphere: S(X) = E[A X A] is self-adjoint with top value tau = 1 - 1/d on the trace
+    direction (traceless parts: 1 - 2/d + 2/(d(d+2)), antisymmetric: 1 - 2/d), no fixed space.  The split estimate
+    is biased down (second order in the first half's noise), the plug-in up: they must bracket tau within k se
+    (budget 1e-4), and the split estimate must lie above the traceless value, i.e. the trace direction was found."""
+    chunks = checks.draw_steps(make_family("householder", dim=d, beta=1.0), 2000, np.random.default_rng(12))
+    gap = checks.second_moment_gap(*checks.split(chunks), np.random.default_rng(13))
+    tau, k = householder.norm_rate(1.0, d), z_threshold(BUDGET, 1)
+    traceless = householder.pair_coefficients(1.0, d)[0]
+    assert not gap.all_fixed and gap.value - k * gap.stderr <= tau <= gap.plug_in + k * gap.stderr, (gap, tau)
+    assert gap.value - k * gap.stderr > traceless, (gap, traceless)
