@@ -18,7 +18,6 @@ nope             A_t = I (no transport; the ALiBi / NoPE baseline)
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, Union, runtime_checkable
@@ -29,6 +28,7 @@ import scipy.linalg
 from .conventions import rope_frequencies
 from .params import ParamError, ParamSpec, check_positive_int, resolve
 from .steps import AngleSteps, DenseSteps, HouseholderSteps
+from .userfamily import check_sample, load_class
 
 Steps = Union[AngleSteps, HouseholderSteps, DenseSteps]
 
@@ -309,13 +309,7 @@ def make_family(name: str, **params: Any) -> Family:
         return FAMILIES[name].from_params(**params)
     if ":" not in name:
         raise ParamError(f"unknown family {name!r}; built-in: {', '.join(FAMILIES)} (or module:Class)")
-    module_name, _, cls_name = name.partition(":")
-    try:
-        cls = getattr(importlib.import_module(module_name), cls_name)
-    except (ImportError, AttributeError) as err:
-        raise ParamError(f"family {name!r}: cannot import {cls_name!r} from {module_name!r} ({err})") from None
-    if not isinstance(cls, type):
-        raise ParamError(f"family {name!r}: {cls_name!r} is not a class but a {type(cls).__name__}")
+    cls = load_class(name)  # the current folder is on the import path for module:Class
     specs = getattr(cls, "PARAMS", None)
     kwargs = resolve(specs, params, name) if specs else {k: _number(k, v) for k, v in params.items()}
     try:
@@ -324,6 +318,7 @@ def make_family(name: str, **params: Any) -> Family:
         raise ParamError(f"family {name!r} refused its parameters {kwargs}: {err}") from None
     if not isinstance(family, Family):
         raise ParamError(f"family {name!r} does not implement the Family protocol (dim, sample)")
+    check_sample(family, name)  # its first sample: a step form of the asked shapes, real and finite
     return family
 
 

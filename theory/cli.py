@@ -9,13 +9,15 @@ directions, non-lattice angles, independence of consecutive steps) and which cla
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 
 import numpy as np
 
-from accum.simulations.families import make_family
+from accum.simulations.families import family_name, make_family
+from accum.simulations.measure import set_params
 from accum.simulations.params import ParamError, check_seed, parse_assignments
-from accum.simulations.results import atomic_write_json, check_output_path, make_record
+from accum.simulations.results import NonFiniteError, check_output_path, jsonable, make_record, reserve_output
 
 from .checks import check, format_report
 
@@ -61,13 +63,20 @@ def run(args: argparse.Namespace) -> int:
     if args.samples * family.dim**2 > MAX_STEP_NUMBERS:
         raise ParamError(f"--samples {args.samples} at d = {family.dim} would hold {args.samples * family.dim**2:.3g} "
                          f"numbers of step matrices; at most {MAX_STEP_NUMBERS // family.dim**2} samples at this d")
-    start = time.perf_counter()
-    report = check(family, samples=args.samples, rng=np.random.default_rng(args.seed), budget=args.budget,
-                   k_max=args.k_max, pair_dim=args.pair_dim)
-    seconds = time.perf_counter() - start
-    print(format_report(report))
-    if args.json is not None:
-        config = {"family": report.family, "params": report.params, "samples": args.samples, "budget": args.budget,
-                  "k_max": args.k_max, "pair_dim": args.pair_dim}
-        atomic_write_json(args.json, make_record("check", config, report.to_dict(), args.seed, {"seconds": seconds}))
+    with reserve_output(args.json, "--json") if args.json is not None else contextlib.nullcontext() as out:
+        start = time.perf_counter()
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):  # refused below as one line
+                report = check(family, samples=args.samples, rng=np.random.default_rng(args.seed), budget=args.budget,
+                               k_max=args.k_max, pair_dim=args.pair_dim)
+            saved = jsonable(report.to_dict(), "report")
+        except (OverflowError, FloatingPointError, NonFiniteError) as err:
+            raise NonFiniteError(f"family {family_name(family)} ({set_params(family)}): the checks are not finite in "
+                                 f"fp64 ({err}); use smaller parameter values") from None
+        seconds = time.perf_counter() - start
+        print(format_report(report))
+        if out is not None:
+            config = {"family": report.family, "params": report.params, "samples": args.samples,
+                      "budget": args.budget, "k_max": args.k_max, "pair_dim": args.pair_dim}
+            out.write_json(make_record("check", config, saved, args.seed, {"seconds": seconds}))
     return 0 if report.condition_holds else 1
