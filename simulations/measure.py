@@ -126,19 +126,21 @@ def _memory_score_gap(o: dict, d: int, form: str) -> dict[str, float]:
 
 
 def _memory_product_norm(o: dict, d: int, form: str) -> dict[str, float]:
-    """A batch of d transports (b, n+1, d, d) stacked, squared; per-group sums (16 + 2) x (n+1) d^2 kept."""
+    """A batch of d transports (b, n+1, d, d): the list, its stack and the square; per-group sums
+    (16 + 2) x (n+1) d^2 kept, twice while the jackknife runs."""
     n = o["steps"]
     b = batch_size((n + 1) * d * d, group_size(o["samples"]))
-    return {"steps": b * (n + 1) * (sample_numbers(form, d) + 3 * d * d) + 36 * (n + 1) * d * d}
+    return {"steps": b * (n + 1) * (sample_numbers(form, d) + 5 * d * d) + 40 * (n + 1) * d * d}
 
 
 def _memory_streamed(o: dict, d: int, form: str, dense_too: bool) -> dict[str, float]:
     """near-weight / far-residual: b sequences of one chunk (min(chunk, n_max) steps) at a time, as steps
-    (plus their dense matrices where the estimator forms them) and three (b, chunk, d) working arrays;
+    (plus their dense matrices, with two temporaries, where the estimator forms them) and three (b, chunk, d)
+    working arrays;
     every sample's row of ``points`` results kept (about six copies while they are summarised)."""
     c = min(o["chunk"], o["n_max"])
     b = batch_size(o["chunk"] * d * 4, o["samples"])
-    dense = d * d if dense_too and form != "angle" and form != "dense" else 0
+    dense = 3 * d * d if dense_too and form == "householder" else 0
     return {"chunk": b * c * (2 * sample_numbers(form, d) + dense + 3 * d + 1), "samples": 6 * o["samples"] * o["points"]}
 
 
