@@ -35,6 +35,14 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> object:
+        # argparse drops a lone "--" value (``--budget=--``) and returns [] unconverted; read it as the text "--"
+        if action.option_strings and action.nargs is None and arg_strings == ["--"]:
+            value = self._get_value(action, "--")
+            self._check_value(action, value)
+            return value
+        return super()._get_values(action, arg_strings)
+
 
 def add_threads(parser: argparse.ArgumentParser) -> None:
     """Give a compute command ``--threads N`` (unless its own parser already has it)."""

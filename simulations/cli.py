@@ -13,7 +13,7 @@ from accum.runtime import Interrupted
 from .bench import add_bench
 from .families import FAMILIES
 from .measure import QUANTITIES, config_from_record, plan_measurement, run_plan
-from .params import ParamError, parse_assignments
+from .params import ParamError, check_seed, parse_assignments
 from .results import jsonable, read_record, reserve_output
 from .sweep import is_finished, load_grid, plan
 from .sweep import run_command as run_sweep_command
@@ -56,7 +56,7 @@ def measure_job(args: argparse.Namespace) -> tuple[str, str, dict, dict, int]:
     if args.from_record is None:
         if args.quantity is None or args.family is None:
             raise ParamError("give QUANTITY and --family, or --from RESULT.json")
-        seed = 0 if args.seed is None else args.seed
+        seed = 0 if args.seed is None else check_seed(args.seed, "--seed")
         return (args.quantity, args.family, parse_assignments(args.param, "--param"),
                 parse_assignments(args.opt, "--opt"), seed)
     given = [name for name, value in (("QUANTITY", args.quantity), ("--family", args.family), ("--param", args.param),
