@@ -22,7 +22,7 @@ from .families import FAMILIES, Family, family_name, family_params, make_family
 from .params import MAX_MEMORY_BYTES, ParamError, ParamSpec, check_memory, check_seed, resolve
 from .results import NonFiniteError, jsonable, make_record
 from .steps import AngleSteps, HouseholderSteps
-from .userfamily import check_sample
+from .userfamily import SampleReport, check_sample
 
 _SAMPLES = lambda default: ParamSpec("samples", "int", default, "Monte Carlo samples", lo=2, hi=10**9)  # noqa: E731
 
@@ -184,8 +184,12 @@ QUANTITIES: dict[str, Quantity] = {q.name: q for q in (
 
 
 def resolve_job(quantity: str, family: str, family_args: dict, options: dict) -> tuple[Quantity, Family, dict]:
-    """Validate a job before running it: known quantity, valid family parameters, valid options, and an
-    estimated peak memory within ``MAX_MEMORY_BYTES`` (``check_job_memory``)."""
+    """Validate a job before running it: known quantity, valid family parameters, valid options, and for a
+    built-in family an estimated peak memory within ``MAX_MEMORY_BYTES`` (``check_job_memory``).
+
+    A user family is only imported and constructed here (sweeps plan in their driving process); its first
+    sample and memory are checked by ``plan_measurement``, in the process that runs the job, before any work.
+    """
     if quantity not in QUANTITIES:
         raise ParamError(f"unknown quantity {quantity!r}; known: {', '.join(QUANTITIES)}")
     q = QUANTITIES[quantity]
@@ -193,17 +197,12 @@ def resolve_job(quantity: str, family: str, family_args: dict, options: dict) ->
     if "points" in opts:
         check_far_grid(opts["n_max"], opts["points"], quantity)
     fam = make_family(family, **family_args)
-    check_job_memory(q, fam, opts)
+    if family_name(fam) in BUILTIN_FORMS:
+        check_job_memory(q, fam, opts, BUILTIN_FORMS[family_name(fam)])
     return q, fam, opts
 
 
-def step_form(family: Family) -> str:
-    """"angle", "householder" or "dense": the step form a family samples (a user family's, from one sample)."""
-    name = family_name(family)
-    if name in BUILTIN_FORMS:
-        return BUILTIN_FORMS[name]
-    form = check_sample(family, name).form
-    return {"AngleSteps": "angle", "HouseholderSteps": "householder"}.get(form, "dense")
+FORM_NAMES = {"AngleSteps": "angle", "HouseholderSteps": "householder", "DenseSteps": "dense"}
 
 
 def peak_memory(quantity: str, options: dict, dim: int, form: str) -> dict[str, float]:
@@ -212,10 +211,10 @@ def peak_memory(quantity: str, options: dict, dim: int, form: str) -> dict[str, 
     return {k: 8.0 * v for k, v in QUANTITIES[quantity].memory(options, dim, form).items()}
 
 
-def check_job_memory(q: Quantity, family: Family, opts: dict) -> None:
+def check_job_memory(q: Quantity, family: Family, opts: dict, form: str) -> None:
     """Refuse a job whose ``peak_memory`` exceeds ``MAX_MEMORY_BYTES``, naming the option driving most of it
     and the largest value of it that fits (memory is about linear in it), or a smaller dim if none does."""
-    parts = peak_memory(q.name, opts, family.dim, step_form(family))
+    parts = peak_memory(q.name, opts, family.dim, form)
     total = sum(parts.values())
     if total <= MAX_MEMORY_BYTES:
         return
@@ -256,20 +255,27 @@ def check_far_grid(n_max: int, points: int, owner: str) -> None:
 
 @dataclass(frozen=True)
 class Plan:
-    """A validated measurement, ready to run: ``plan_measurement`` -> ``run_plan``."""
+    """A validated measurement, ready to run: ``plan_measurement`` -> ``run_plan``.  ``family_check``: what a
+    user family's first sample showed (None for a built-in)."""
 
     quantity: Quantity
     family: Family
     options: dict
     seed: int
+    family_check: SampleReport | None
 
 
 def plan_measurement(quantity: str, family: str, family_args: dict | None = None, options: dict | None = None,
                      seed: int = 0) -> Plan:
-    """Every check that can be made before any work (``resolve_job``, the seed)."""
+    """Every check that can be made before any work: ``resolve_job``, the seed, and for a user family its
+    first sample (``userfamily.check_sample``) and the memory its step form needs."""
     seed = check_seed(seed)
     q, fam, opts = resolve_job(quantity, family, family_args or {}, options or {})
-    return Plan(q, fam, opts, seed)
+    report = None
+    if family_name(fam) not in BUILTIN_FORMS:
+        report = check_sample(fam, family)
+        check_job_memory(q, fam, opts, FORM_NAMES[report.form])
+    return Plan(q, fam, opts, seed, report)
 
 
 def run_plan(plan: Plan) -> dict:
@@ -283,8 +289,8 @@ def run_plan(plan: Plan) -> dict:
     config = {"quantity": plan.quantity.name, "family": name, "params": family_params(plan.family),
               "options": plan.options}
     record = make_record("measurement", config, result, plan.seed, {"seconds": time.perf_counter() - start})
-    if name not in FAMILIES:
-        record["family_check"] = check_sample(plan.family, name).to_dict()
+    if plan.family_check is not None:
+        record["family_check"] = plan.family_check.to_dict()
     return record
 
 

@@ -1,7 +1,9 @@
 """Loading and checking a user-defined family (``--family package.module:ClassName``).
 
 ``load_class`` imports the class with the current folder on the import path (a ``mymod.py`` beside the
-user works without PYTHONPATH).  ``check_sample`` draws one small sample, ``sample(rng, 3, 2)`` (three steps,
+user works without PYTHONPATH); ``families.make_family`` uses it.  ``check_sample``, called before any work
+by ``measure.plan_measurement`` and ``accum check`` (in the process that runs the job: a sweep plans in its
+driving process without drawing from user code), draws one small sample, ``sample(rng, 3, 2)`` (three steps,
 two sequences: distinct sizes, so a swapped or off-by-one shape shows) and refuses, with one
 ``ParamError`` line, anything the estimators would silently misread:
 

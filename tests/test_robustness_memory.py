@@ -12,7 +12,7 @@ import tracemalloc
 import pytest
 
 from accum.cli import main
-from accum.simulations.measure import peak_memory, plan_measurement, run_plan, step_form
+from accum.simulations.measure import BUILTIN_FORMS, peak_memory, plan_measurement, run_plan
 from accum.simulations.params import MAX_MEMORY_BYTES, ParamError
 
 CASES = [
@@ -38,7 +38,7 @@ CASES = [
 @pytest.mark.parametrize("quantity, family, params, options", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
 def test_peak_memory_estimate_bounds_the_measured_peak(quantity, family, params, options):
     plan = plan_measurement(quantity, family, params, options, seed=0)
-    estimate = sum(peak_memory(quantity, plan.options, plan.family.dim, step_form(plan.family)).values())
+    estimate = sum(peak_memory(quantity, plan.options, plan.family.dim, BUILTIN_FORMS[family]).values())
     tracemalloc.start()
     try:
         run_plan(plan)

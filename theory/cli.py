@@ -14,10 +14,11 @@ import time
 
 import numpy as np
 
-from accum.simulations.families import family_name, make_family
+from accum.simulations.families import FAMILIES, family_name, make_family
 from accum.simulations.measure import set_params
 from accum.simulations.params import ParamError, check_seed, parse_assignments
 from accum.simulations.results import NonFiniteError, check_output_path, jsonable, make_record, reserve_output
+from accum.simulations.userfamily import check_sample
 
 from .checks import check, format_report
 
@@ -60,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
         check_output_path(args.json, "--json")
     params = parse_assignments(args.param, "--param")
     family = make_family(args.family, **params)
+    if family_name(family) not in FAMILIES:
+        check_sample(family, args.family)  # a user family's first sample: a step form, asked shapes, real, finite
     if args.samples * family.dim**2 > MAX_STEP_NUMBERS:
         raise ParamError(f"--samples {args.samples} at d = {family.dim} would hold {args.samples * family.dim**2:.3g} "
                          f"numbers of step matrices; at most {MAX_STEP_NUMBERS // family.dim**2} samples at this d")
