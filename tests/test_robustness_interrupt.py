@@ -15,20 +15,25 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_N
 
 
 def interrupt_when(argv: list[str], ready, cwd: Path, timeout: float = 60.0) -> tuple[int, str, float]:
-    """Start ``accum argv``, wait until ``ready()`` (the work has started), send SIGINT; returns
-    (exit status, stderr, seconds from the signal to the exit)."""
-    proc = subprocess.Popen([sys.executable, "-m", "accum.cli", *argv], cwd=cwd, env=ENV,
+    """Start ``accum argv`` in its own process group, wait until ``ready()`` (the work has started), send SIGINT
+    to the group as a terminal's Ctrl-C does (pool workers included); returns (exit status, stderr, seconds
+    from the signal to the exit)."""
+    proc = subprocess.Popen([sys.executable, "-m", "accum.cli", *argv], cwd=cwd, env=ENV, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + timeout
     while not ready():
         if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
             pytest.fail(f"the command ended or never started its work: {proc.communicate()}")
         time.sleep(0.05)
     time.sleep(0.3)
     sent = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=30)
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"still running 30 s after Ctrl-C: {proc.communicate()}")
     return proc.returncode, err, time.monotonic() - sent
 
 
@@ -43,13 +48,21 @@ def test_interrupted_measure_leaves_nothing(tmp_path):
     assert seconds < 5.0                      # honoured promptly (one estimator batch), not at the end
 
 
-def test_interrupted_sweep_says_what_it_kept(tmp_path):
+POOL_TRACEBACK = pytest.mark.xfail(strict=True, reason=(
+    "simulations/sweep.py pool_outcomes: a spawn worker idle on its call queue prints a KeyboardInterrupt "
+    "traceback on Ctrl-C; fix there (workers ignore SIGINT, the parent terminates them on KeyboardInterrupt)"))
+
+
+@pytest.mark.parametrize("workers", ["1", pytest.param("2", marks=POOL_TRACEBACK)])
+def test_interrupted_sweep_says_what_it_kept(workers, tmp_path):
     grid = tmp_path / "grid.toml"
     grid.write_text('quantity = "coherence"\nroot_seed = 1\nseeds = 1\noutput = "res"\n'
                     '[options]\nsteps = 64\nsamples = [20, 200000000]\n[[family]]\nname = "householder"\ndim = 8\n')
     res = tmp_path / "res"
     done = lambda: res.is_dir() and any(p.suffix == ".json" and p.name != "index.json" for p in res.iterdir())  # noqa: E731
-    rc, err, _ = interrupt_when(["sweep", str(grid), "--workers", "1", "--no-progress", "--threads", "1"], done, tmp_path)
+    rc, err, seconds = interrupt_when(["sweep", str(grid), "--workers", workers, "--no-progress", "--threads", "1"],
+                                      done, tmp_path)
+    assert seconds < 10.0                     # the jobs in flight are abandoned, not waited for
     assert rc == 130 and err.strip().splitlines() == [f"accum sweep: interrupted; 1 of 2 jobs kept in {res}"], err
     assert not [p for p in res.iterdir() if p.suffix == ".tmp" or p.name.startswith(".")]
 
