@@ -71,6 +71,7 @@ def run_measure(args: argparse.Namespace) -> int:
     job = plan_measurement(*measure_job(args))
     with reserve_output(args.json, "--json") if args.json is not None else contextlib.nullcontext() as out:
         record = run_plan(job)
+        record["platform"]["threads"] = getattr(args, "thread_settings", None)  # set by accum.cli (--threads)
         if out is not None:
             out.write_json(record)
     if "family_check" in record:  # a user family: what its first sample showed (orthogonal / contractive)

@@ -58,7 +58,9 @@ def test_json_into_a_new_folder_writes_the_file_inside_it(tmp_path, capsys):
     out = tmp_path / "newdir" / "r.json"
     assert main(["measure", "coherence", "--family", "householder", "--opt", "steps=3", "--opt", "samples=10",
                  "--json", str(out)]) == 0
-    assert read_record(out)["result"]["n"] == 10 and os.listdir(out.parent) == ["r.json"]
+    record = read_record(out)
+    assert record["result"]["n"] == 10 and os.listdir(out.parent) == ["r.json"]
+    assert record["platform"]["threads"]["threads"] >= 1          # the thread settings are recorded
 
 
 def test_measure_from_a_saved_result_reruns_it_exactly(tmp_path, capsys):
