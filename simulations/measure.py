@@ -21,7 +21,6 @@ from . import estimators as est
 from .families import FAMILIES, Family, family_name, family_params, make_family
 from .params import MAX_MEMORY_BYTES, ParamError, ParamSpec, check_memory, check_seed, resolve
 from .results import NonFiniteError, jsonable, make_record
-from .steps import AngleSteps, HouseholderSteps
 from .userfamily import SampleReport, check_sample
 
 _SAMPLES = lambda default: ParamSpec("samples", "int", default, "Monte Carlo samples", lo=2, hi=10**9)  # noqa: E731
@@ -87,6 +86,8 @@ def _drift(f: Family, o: dict, rng: np.random.Generator) -> dict:
 #: step forms of the built-in families (a user family's form is read from its checked first sample)
 BUILTIN_FORMS = {"rope": "angle", "so2-accumulated": "angle", "nope": "angle", "householder": "householder",
                  "haar": "dense", "givens": "dense", "lie-walk": "dense"}
+#: the memory model's name for each step form class
+FORM_NAMES = {"AngleSteps": "angle", "HouseholderSteps": "householder", "DenseSteps": "dense"}
 
 
 def sample_numbers(form: str, d: int) -> int:
@@ -136,8 +137,7 @@ def _memory_product_norm(o: dict, d: int, form: str) -> dict[str, float]:
 def _memory_streamed(o: dict, d: int, form: str, dense_too: bool) -> dict[str, float]:
     """near-weight / far-residual: b sequences of one chunk (min(chunk, n_max) steps) at a time, as steps
     (plus their dense matrices, with two temporaries, where the estimator forms them) and three (b, chunk, d)
-    working arrays;
-    every sample's row of ``points`` results kept (about six copies while they are summarised)."""
+    working arrays; every sample's row of ``points`` results kept (about six copies while they are summarised)."""
     c = min(o["chunk"], o["n_max"])
     b = batch_size(o["chunk"] * d * 4, o["samples"])
     dense = 3 * d * d if dense_too and form == "householder" else 0
@@ -202,9 +202,6 @@ def resolve_job(quantity: str, family: str, family_args: dict, options: dict) ->
     return q, fam, opts
 
 
-FORM_NAMES = {"AngleSteps": "angle", "HouseholderSteps": "householder", "DenseSteps": "dense"}
-
-
 def peak_memory(quantity: str, options: dict, dim: int, form: str) -> dict[str, float]:
     """Estimated peak memory in bytes of ``quantity`` with resolved ``options`` at dimension ``dim`` for a
     family of step ``form``, split by the option that drives each part: {option: bytes}."""
@@ -222,7 +219,7 @@ def check_job_memory(q: Quantity, family: Family, opts: dict, form: str) -> None
     rest = total - parts[option]
     value = opts[option]
     most = math.floor(value * (MAX_MEMORY_BYTES - rest) / parts[option]) if rest < MAX_MEMORY_BYTES else 0
-    fits = (f"use {option} <= {most} (or a smaller dim)" if most >= 1 else
+    fits = (f"use {option} <= {most}" + ("" if option == "samples" else " (or a smaller dim)") if most >= 1 else
             f"use a smaller dim than {family.dim} (or fewer samples)")
     check_memory(total, option, value, f"quantity {q.name} with family {family_name(family)} at dim = {family.dim}", fits)
 
