@@ -113,12 +113,18 @@ def _path_memory(option: str, n: int, samples_per_batch: int, d: int, form: str,
     return {option: b * (n + 1) * (copies * sample_numbers(form, d) + 4 * d)}
 
 
+def _grouped_memory(option: str, n: int, samples: int, d: int, form: str, copies: int = 1) -> dict[str, float]:
+    """``estimators.grouped_sums``: one batch of paths (``_path_memory``), and every batch's (b, n+1) output
+    of the current group kept until the group is summed, group_size(samples) x (n+1) numbers."""
+    return {**_path_memory(option, n, group_size(samples), d, form, copies), "samples": group_size(samples) * (n + 1)}
+
+
 def _memory_coherence(o: dict, d: int, form: str) -> dict[str, float]:
-    return _path_memory("steps", o["steps"], group_size(o["samples"]), d, form)
+    return _grouped_memory("steps", o["steps"], o["samples"], d, form)
 
 
 def _memory_window(o: dict, d: int, form: str) -> dict[str, float]:
-    return _path_memory("context", o["context"], group_size(o["samples"]), d, form, copies=2)  # + transposed
+    return _grouped_memory("context", o["context"], o["samples"], d, form, copies=2)  # + transposed
 
 
 def _memory_score_gap(o: dict, d: int, form: str) -> dict[str, float]:

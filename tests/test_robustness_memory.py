@@ -53,6 +53,7 @@ def test_peak_memory_estimate_bounds_the_measured_peak(quantity, family, params,
     (["drift", "--family", "haar", "--param", "dim=4096", "--opt", "steps=100"], "steps = 100"),
     (["product-norm", "--family", "haar", "--param", "dim=512", "--opt", "steps=5000"], "steps = 5000"),
     (["score-gap", "--family", "so2-accumulated", "--opt", "samples=1000000000"], "samples = 1000000000"),
+    (["coherence", "--family", "householder", "--opt", "samples=1000000000"], "samples = 1000000000"),
 ])
 def test_work_that_cannot_fit_is_refused_before_it_starts(argv, option, tmp_path, capsys):
     out = tmp_path / "r.json"
