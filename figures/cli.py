@@ -12,7 +12,7 @@ from pathlib import Path
 
 from accum.runtime import Interrupted
 from accum.simulations.params import ParamError, check_seed
-from accum.simulations.results import check_output_path
+from accum.simulations.results import check_output_path, prove_writable_dirs
 from accum.simulations.sweep import check_workers, default_workers
 
 from .data import DEFAULT_RESULTS, DataError, load, plan
@@ -44,6 +44,7 @@ def run_figures(args: argparse.Namespace) -> int:
     check_output_path(args.results, "--results", directory=True)
     if args.probes is not None and not Path(args.probes).is_file():
         raise ParamError(f"--probes {args.probes}: no such file (a sweep.json from `accum probe sweep`)")
+    prove_writable_dirs({"--out": args.out, "--results": args.results})  # checks passed: create, test-write
     try:
         outcomes = make_figures(args.out, args.results, quick=args.quick, seed=seed,
                                 probes=args.probes or DEFAULT_PROBES, workers=workers, progress=not args.no_progress)

@@ -96,6 +96,25 @@ def make_output_dir(path: str | os.PathLike, option: str) -> Path:
     return path
 
 
+def prove_writable_dirs(paths: dict[str, str | os.PathLike]) -> list[Path]:
+    """Before any work, for each ``{option: folder}``: ``check_output_path(folder, option, directory=True)``,
+    create the folder (and its parents) and a temporary file in it, then remove the file.  A refusal by the
+    system (a read-only or virtual file system such as /proc) is a ``ParamError`` naming the option, and
+    every folder created here is removed again."""
+    checked = [(option, check_output_path(path, option, directory=True)) for option, path in paths.items()]
+    created: list[Path] = []
+    for option, path in checked:
+        created += [p for p in (path, *path.parents) if not p.exists()]
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(prefix=".accum-write-test.", dir=path):
+                pass
+        except OSError as err:
+            _remove_empty(sorted(created, key=lambda p: len(p.parts), reverse=True))
+            raise ParamError(f"{option} {path}: cannot write there ({err.strerror or err})") from None
+    return [path for _, path in checked]
+
+
 class ReservedOutput:
     """A temporary file already created beside ``path``; ``write_text`` / ``write_json`` fill it, fsync it
     and move it over ``path`` (``os.replace``).  Made by ``reserve_output``, which removes it if unused."""

@@ -104,3 +104,12 @@ def test_every_compute_command_takes_threads(command, capsys):
     with pytest.raises(SystemExit):
         main([command, "--help"])
     assert "--threads N" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("option", ["--out", "--results"])
+def test_figures_refuse_an_unwritable_folder_before_any_work(option, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("accum.figures.cli.make_figures", lambda *a, **k: pytest.fail("work ran"))
+    paths = {"--out": str(tmp_path / "figs"), "--results": str(tmp_path / "data"), option: "/proc/accum-figures"}
+    assert main(["figures", "--quick", "--out", paths["--out"], "--results", paths["--results"]]) == 2
+    assert f"{option} /proc/accum-figures: cannot write there" in one_error_line(capsys)
+    assert list(tmp_path.iterdir()) == []
