@@ -48,6 +48,7 @@ def add_measure(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from", dest="from_record", metavar="RESULT.json",
                    help="re-run the saved measurement's exact config and seed (no other job options)")
     p.add_argument("--json", metavar="PATH", help="write the record here (atomically)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (shown on a terminal only)")
     p.set_defaults(run=run_measure)
 
 
@@ -70,7 +71,7 @@ def run_measure(args: argparse.Namespace) -> int:
     """Validate everything (options, family and its first sample, memory), reserve the --json file, run, write."""
     job = plan_measurement(*measure_job(args))
     with reserve_output(args.json, "--json") if args.json is not None else contextlib.nullcontext() as out:
-        record = run_plan(job)
+        record = run_plan(job, progress=not args.no_progress)
         record["platform"]["threads"] = getattr(args, "thread_settings", None)  # set by accum.cli (--threads)
         if out is not None:
             out.write_json(record)

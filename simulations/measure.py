@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+from tqdm import tqdm
 
 from . import estimators as est
 from .families import FAMILIES, Family, family_name, family_params, make_family
@@ -53,7 +54,14 @@ def _product_norm(f: Family, o: dict, rng: np.random.Generator) -> dict:
 
 
 def _onset(f: Family, o: dict, rng: np.random.Generator) -> dict:
-    return est.onset(f, o["eps"], o["steps"], o["samples"], rng).to_dict()
+    """The onset, refused (not saved as inf) when |c(n)| stays above eps up to ``steps`` in all samples or in
+    a jackknife group (its standard error is then not finite)."""
+    onset = est.onset(f, o["eps"], o["steps"], o["samples"], rng)
+    if not (math.isfinite(onset.mean) and math.isfinite(onset.stderr)):
+        raise ParamError(f"quantity onset: |c(n)| stays above eps = {o['eps']} up to steps = {o['steps']} "
+                         f"({'in every sample' if not math.isfinite(onset.mean) else 'in some jackknife groups'}): "
+                         "the onset lies beyond; use more steps or a larger eps")
+    return onset.to_dict()
 
 
 def _window(f: Family, o: dict, rng: np.random.Generator) -> dict:
@@ -61,7 +69,13 @@ def _window(f: Family, o: dict, rng: np.random.Generator) -> dict:
 
 
 def _score_gap(f: Family, o: dict, rng: np.random.Generator) -> dict:
-    return est.score_gap(f, o["offset"], o["samples"], rng).to_dict()
+    """The far-score statistics; when the far scores have no spread (deterministic steps such as rope or nope)
+    the standardised gap (q.k - E s) / sd(s) is unbounded: saved as null with ``gap_sd_note`` saying why."""
+    out = est.score_gap(f, o["offset"], o["samples"], rng).to_dict()
+    if not math.isfinite(out["gap_sd"]):
+        out["gap_sd"] = None
+        out["gap_sd_note"] = "far scores have zero spread (deterministic steps): the standardised gap is unbounded"
+    return out
 
 
 def _near_weight(f: Family, o: dict, rng: np.random.Generator) -> dict:
@@ -189,6 +203,27 @@ QUANTITIES: dict[str, Quantity] = {q.name: q for q in (
 )}
 
 
+#: step-sequence draws of each quantity (batch x n_steps summed over its sample() calls), for the progress bar
+STEPS_DRAWN: dict[str, Callable[[dict], int]] = {
+    "coherence": lambda o: o["samples"] * o["steps"], "onset": lambda o: o["samples"] * o["steps"],
+    "product-norm": lambda o: o["samples"] * o["steps"], "window": lambda o: o["samples"] * o["context"],
+    "score-gap": lambda o: o["samples"] * o["offset"], "near-weight": lambda o: o["samples"] * o["n_max"],
+    "far-residual": lambda o: o["samples"] * o["n_max"], "drift": lambda o: o["steps"],
+}
+
+
+class ProgressFamily:
+    """``family`` seen by an estimator, advancing ``bar`` by batch x n_steps at each ``sample`` call."""
+
+    def __init__(self, family: Family, bar: tqdm) -> None:
+        self.family, self.bar, self.dim = family, bar, family.dim
+
+    def sample(self, rng: np.random.Generator, n_steps: int, batch: int):
+        steps = self.family.sample(rng, n_steps, batch)
+        self.bar.update(n_steps * batch)
+        return steps
+
+
 def resolve_job(quantity: str, family: str, family_args: dict, options: dict) -> tuple[Quantity, Family, dict]:
     """Validate a job before running it: known quantity, valid family parameters, valid options, and for a
     built-in family an estimated peak memory within ``MAX_MEMORY_BYTES`` (``check_job_memory``).
@@ -281,12 +316,16 @@ def plan_measurement(quantity: str, family: str, family_args: dict | None = None
     return Plan(q, fam, opts, seed, report)
 
 
-def run_plan(plan: Plan) -> dict:
+def run_plan(plan: Plan, progress: bool = False) -> dict:
     """Run a planned measurement and return its record (config, seed, result, timings, version); a user
-    family's record also carries ``family_check`` (its step form, orthogonality error, largest singular value)."""
+    family's record also carries ``family_check`` (its step form, orthogonality error, largest singular value).
+    ``progress``: a bar of steps drawn on stderr (when it is a terminal)."""
     start = time.perf_counter()
-    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below, as one line
-        result = plan.quantity.run(plan.family, plan.options, np.random.default_rng(plan.seed))
+    total = STEPS_DRAWN[plan.quantity.name](plan.options)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"), \
+            tqdm(total=total, unit="step", unit_scale=True, disable=None if progress else True, leave=False,
+                 desc=plan.quantity.name) as bar:  # an overflow is refused below, as one line
+        result = plan.quantity.run(ProgressFamily(plan.family, bar), plan.options, np.random.default_rng(plan.seed))
     check_finite_result(result, plan.quantity.name, plan.family)
     name = family_name(plan.family)
     config = {"quantity": plan.quantity.name, "family": name, "params": family_params(plan.family),

@@ -85,9 +85,9 @@ def test_threads_option_sets_blas_threads_for_the_run(monkeypatch, capsys):
     seen = []
     real = __import__("accum.simulations.measure", fromlist=["run_plan"]).run_plan
 
-    def spy(plan):
+    def spy(plan, **kwargs):
         seen.append({p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"})
-        return real(plan)
+        return real(plan, **kwargs)
 
     monkeypatch.setattr("accum.simulations.cli.run_plan", spy)
     for threads in (1, 2):
@@ -113,3 +113,41 @@ def test_figures_refuse_an_unwritable_folder_before_any_work(option, tmp_path, c
     assert main(["figures", "--quick", "--out", paths["--out"], "--results", paths["--results"]]) == 2
     assert f"{option} /proc/accum-figures: cannot write there" in one_error_line(capsys)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_legitimately_unbounded_values_are_explained_not_saved_as_strings(tmp_path, capsys):
+    assert main(["measure", "onset", "--family", "householder", "--param", "beta=0", "--opt", "steps=10",
+                 "--opt", "samples=8", "--json", str(tmp_path / "o.json")]) == 2     # c(n) = 1: no onset
+    line = one_error_line(capsys)
+    assert "stays above eps = 0.05 up to steps = 10" in line and "use more steps" in line
+    assert list(tmp_path.iterdir()) == []
+    assert main(["measure", "score-gap", "--family", "rope", "--opt", "offset=5", "--opt", "samples=20",
+                 "--json", str(tmp_path / "s.json")]) == 0                           # far scores without spread
+    result = read_record(tmp_path / "s.json")["result"]
+    assert result["gap_sd"] is None and "zero spread" in result["gap_sd_note"] and result["mean"] > 0
+
+
+CASES_DRAWN = [("coherence", "householder", {"steps": 7, "samples": 33}), ("onset", "so2-accumulated", {"steps": 40, "samples": 21}),
+               ("product-norm", "haar", {"steps": 5, "samples": 19}), ("window", "householder", {"context": 11, "samples": 17}),
+               ("score-gap", "householder", {"offset": 13, "samples": 29}),
+               ("near-weight", "haar", {"n_max": 50, "points": 3, "samples": 5, "chunk": 7}),
+               ("far-residual", "householder", {"n_max": 50, "points": 3, "samples": 5, "chunk": 7}), ("drift", "haar", {"steps": 23})]
+
+
+@pytest.mark.parametrize("quantity, family, options", CASES_DRAWN, ids=[c[0] for c in CASES_DRAWN])
+def test_progress_total_is_exactly_the_steps_drawn(quantity, family, options):
+    import numpy as np
+
+    from accum.simulations.measure import STEPS_DRAWN, ProgressFamily, plan_measurement
+
+    class Counter:
+        drawn = 0
+
+        def update(self, k):
+            self.drawn += k
+
+    plan = plan_measurement(quantity, family, {"dim": 4}, options)
+    bar = Counter()
+    with np.errstate(all="ignore"):
+        plan.quantity.run(ProgressFamily(plan.family, bar), plan.options, np.random.default_rng(0))
+    assert bar.drawn == STEPS_DRAWN[quantity](plan.options)          # the bar ends at 100%, not before or after
