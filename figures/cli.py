@@ -44,7 +44,7 @@ def run_figures(args: argparse.Namespace) -> int:
     check_output_path(args.results, "--results", directory=True)
     if args.probes is not None and not Path(args.probes).is_file():
         raise ParamError(f"--probes {args.probes}: no such file (a sweep.json from `accum probe sweep`)")
-    prove_writable_dirs({"--out": args.out, "--results": args.results})  # checks passed: create, test-write
+    prove_writable_dirs({"--out": args.out, "--results": args.results})  # a test file in each, nothing left
     try:
         outcomes = make_figures(args.out, args.results, quick=args.quick, seed=seed,
                                 probes=args.probes or DEFAULT_PROBES, workers=workers, progress=not args.no_progress)

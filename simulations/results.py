@@ -98,20 +98,21 @@ def make_output_dir(path: str | os.PathLike, option: str) -> Path:
 
 def prove_writable_dirs(paths: dict[str, str | os.PathLike]) -> list[Path]:
     """Before any work, for each ``{option: folder}``: ``check_output_path(folder, option, directory=True)``,
-    create the folder (and its parents) and a temporary file in it, then remove the file.  A refusal by the
-    system (a read-only or virtual file system such as /proc) is a ``ParamError`` naming the option, and
-    every folder created here is removed again."""
+    create the folder (and its parents) and a temporary file in it, then remove the file and the folders
+    created here, so a later refusal leaves nothing behind (the work creates them again when it writes).
+    A refusal by the system (a read-only or virtual file system such as /proc) is a ``ParamError`` naming
+    the option."""
     checked = [(option, check_output_path(path, option, directory=True)) for option, path in paths.items()]
-    created: list[Path] = []
     for option, path in checked:
-        created += [p for p in (path, *path.parents) if not p.exists()]
+        created = [p for p in (path, *path.parents) if not p.exists()]
         try:
             path.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile(prefix=".accum-write-test.", dir=path):
                 pass
         except OSError as err:
-            _remove_empty(sorted(created, key=lambda p: len(p.parts), reverse=True))
             raise ParamError(f"{option} {path}: cannot write there ({err.strerror or err})") from None
+        finally:
+            _remove_empty(created)
     return [path for _, path in checked]
 
 
