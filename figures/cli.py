@@ -1,4 +1,8 @@
-"""``accum figures [--out DIR] [--results DIR] [--quick] [--seed S]``: every paper figure, PNG and PDF."""
+"""``accum figures [--out DIR] [--results DIR] [--quick] [--seed S]``: every paper figure, PNG and PDF.
+
+Ctrl-C stops with one line, "interrupted; N of M jobs kept in DIR" (the measurements saved so far, which a
+rerun reuses), exit status 130; figure files are written atomically, so none is left half-written.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from accum.runtime import Interrupted
 from accum.simulations.params import ParamError, check_seed
-from accum.simulations.results import check_output_path
+from accum.simulations.results import check_output_path, prove_writable_dirs
 from accum.simulations.sweep import check_workers, default_workers
 
-from .data import DEFAULT_RESULTS, DataError
+from .data import DEFAULT_RESULTS, DataError, load, plan
 from .make import DEFAULT_OUT, DEFAULT_PROBES, make_figures
+from .specs import figure_specs
 
 
 def add_figures(sub: argparse._SubParsersAction) -> None:
@@ -38,13 +44,23 @@ def run_figures(args: argparse.Namespace) -> int:
     check_output_path(args.results, "--results", directory=True)
     if args.probes is not None and not Path(args.probes).is_file():
         raise ParamError(f"--probes {args.probes}: no such file (a sweep.json from `accum probe sweep`)")
+    prove_writable_dirs({"--out": args.out, "--results": args.results})  # a test file in each, nothing left
     try:
         outcomes = make_figures(args.out, args.results, quick=args.quick, seed=seed,
                                 probes=args.probes or DEFAULT_PROBES, workers=workers, progress=not args.no_progress)
     except DataError as err:
         print(f"accum figures: {err}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        raise Interrupted(kept_jobs(args.quick, seed, Path(args.results))) from None
     for outcome in outcomes:
         files = ", ".join(str(f) for f in outcome.files)
         print(f"{outcome.name}: {outcome.message}" + (f": {files}" if files else ""))
     return 0
+
+
+def kept_jobs(quick: bool, seed: int, results: Path) -> str:
+    """"interrupted; N of M jobs kept in DIR": the figures' measurements saved under ``results``."""
+    jobs = list({job.hash: job for job in plan([j for spec in figure_specs(quick) for j in spec.jobs], seed)}.values())
+    done = sum(load(results, job) is not None for job in jobs)
+    return f"interrupted; {done} of {len(jobs)} jobs kept in {results}"

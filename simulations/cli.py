@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import sys
+from pathlib import Path
+
+from accum.runtime import Interrupted
 
 from .bench import add_bench
 from .families import FAMILIES
-from .measure import QUANTITIES, measure
-from .params import parse_assignments
-from .results import atomic_write_json, check_output_path, jsonable
+from .measure import QUANTITIES, config_from_record, plan_measurement, run_plan
+from .params import ParamError, check_seed, parse_assignments
+from .results import jsonable, read_record, reserve_output
+from .sweep import is_finished, load_grid, plan
 from .sweep import run_command as run_sweep_command
+from .userfamily import SampleReport
 
 
 def add_families(sub: argparse._SubParsersAction) -> None:
@@ -31,27 +38,49 @@ def run_families(args: argparse.Namespace) -> int:
 def add_measure(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("measure", help="one Monte Carlo measurement with its standard error",
                        description="Quantities: " + "; ".join(f"{q.name}: {q.doc}" for q in QUANTITIES.values()))
-    p.add_argument("quantity", choices=sorted(QUANTITIES))
-    p.add_argument("--family", required=True, help="built-in name (accum families) or module:Class")
+    p.add_argument("quantity", nargs="?", choices=sorted(QUANTITIES), help="what to measure (not with --from)")
+    p.add_argument("--family", help="built-in name (accum families) or module:Class (the current folder is importable)")
     p.add_argument("--param", action="append", metavar="K=V", help="family parameter (repeatable)")
     p.add_argument("--opt", action="append", metavar="K=V",
                    help="estimator option (repeatable): " + "; ".join(
                        f"{q.name}: {', '.join(s.name for s in q.options)}" for q in QUANTITIES.values()))
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=None, help="seed (default 0)")
+    p.add_argument("--from", dest="from_record", metavar="RESULT.json",
+                   help="re-run the saved measurement's exact config and seed (no other job options)")
     p.add_argument("--json", metavar="PATH", help="write the record here (atomically)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (shown on a terminal only)")
     p.set_defaults(run=run_measure)
 
 
+def measure_job(args: argparse.Namespace) -> tuple[str, str, dict, dict, int]:
+    """(quantity, family, params, options, seed) from the command line, or from the record of ``--from``."""
+    if args.from_record is None:
+        if args.quantity is None or args.family is None:
+            raise ParamError("give QUANTITY and --family, or --from RESULT.json")
+        seed = 0 if args.seed is None else check_seed(args.seed, "--seed")
+        return (args.quantity, args.family, parse_assignments(args.param, "--param"),
+                parse_assignments(args.opt, "--opt"), seed)
+    given = [name for name, value in (("QUANTITY", args.quantity), ("--family", args.family), ("--param", args.param),
+                                      ("--opt", args.opt), ("--seed", args.seed)) if value is not None]
+    if given:
+        raise ParamError(f"--from re-runs a saved config exactly; leave out {', '.join(given)}")
+    return config_from_record(read_record(args.from_record), args.from_record)
+
+
 def run_measure(args: argparse.Namespace) -> int:
-    if args.json is not None:
-        check_output_path(args.json, "--json")
-    record = measure(args.quantity, args.family, parse_assignments(args.param, "--param"),
-                     parse_assignments(args.opt, "--opt"), seed=args.seed)
-    if args.json is not None:
-        atomic_write_json(args.json, record)
+    """Validate everything (options, family and its first sample, memory), reserve the --json file, run, write."""
+    job = plan_measurement(*measure_job(args))
+    with reserve_output(args.json, "--json") if args.json is not None else contextlib.nullcontext() as out:
+        record = run_plan(job, progress=not args.no_progress)
+        record["platform"]["threads"] = getattr(args, "thread_settings", None)  # set by accum.cli (--threads)
+        if out is not None:
+            out.write_json(record)
+    if "family_check" in record:  # a user family: what its first sample showed (orthogonal / contractive)
+        print(f"accum measure: {SampleReport(**record['family_check']).line(record['config']['family'])}",
+              file=sys.stderr)
     result = record["result"]
     summary = {k: result[k] for k in ("mean", "stderr", "n") if k in result} or result
-    line = {"quantity": args.quantity, "family": record["config"]["family"], **summary,
+    line = {"quantity": record["config"]["quantity"], "family": record["config"]["family"], **summary,
             "seconds": round(record["timings"]["seconds"], 3)}
     print(json.dumps(jsonable(line)))
     return 0
@@ -69,7 +98,27 @@ def add_sweep(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR", help="output directory instead of the grid's `output`")
     p.add_argument("--dry-run", action="store_true", help="validate the grid, count done and pending jobs")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(run=run_sweep_command)
+    p.set_defaults(run=run_sweep)
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    """``accum sweep`` (``sweep.run_command``); on Ctrl-C, ``Interrupted`` saying how many jobs are kept where."""
+    try:
+        return run_sweep_command(args)
+    except KeyboardInterrupt:
+        raise Interrupted(kept_jobs(args.grid, args.out)) from None
+
+
+def kept_jobs(grid_path: str, out: str | None) -> str:
+    """"interrupted; N of M jobs kept in DIR": the grid's finished jobs on disk (what a rerun will skip)."""
+    try:
+        grid = load_grid(grid_path)
+        output = Path(out) if out is not None else Path(grid.output)
+        jobs = plan(grid)
+    except ParamError:  # interrupted before the grid was read: nothing ran
+        return "interrupted before any job ran"
+    done = sum(is_finished(output, job) for job in jobs)
+    return f"interrupted; {done} of {len(jobs)} jobs kept in {output}"
 
 
 SUBCOMMANDS = (add_families, add_measure, add_bench, add_sweep)

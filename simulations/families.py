@@ -21,7 +21,6 @@ nope             A_t = I (no transport; the ALiBi / NoPE baseline)
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, Union, runtime_checkable
@@ -33,6 +32,7 @@ from .conventions import rope_frequencies
 from .laws import BASE, LAWS, AngleLaw, law_params, make_law
 from .params import ParamError, ParamSpec, check_positive_int, resolve
 from .steps import AngleSteps, DenseSteps, HouseholderSteps
+from .userfamily import load_class
 
 Steps = Union[AngleSteps, HouseholderSteps, DenseSteps]
 
@@ -274,13 +274,7 @@ def make_family(name: str, **params: Any) -> Family:
         return FAMILIES[name].from_params(**params)
     if ":" not in name:
         raise ParamError(f"unknown family {name!r}; built-in: {', '.join(FAMILIES)} (or module:Class)")
-    module_name, _, cls_name = name.partition(":")
-    try:
-        cls = getattr(importlib.import_module(module_name), cls_name)
-    except (ImportError, AttributeError) as err:
-        raise ParamError(f"family {name!r}: cannot import {cls_name!r} from {module_name!r} ({err})") from None
-    if not isinstance(cls, type):
-        raise ParamError(f"family {name!r}: {cls_name!r} is not a class but a {type(cls).__name__}")
+    cls = load_class(name)  # the current folder is on the import path for module:Class
     specs = getattr(cls, "PARAMS", None)
     kwargs = resolve(specs, params, name) if specs else {k: _number(k, v) for k, v in params.items()}
     try:

@@ -2,20 +2,27 @@
 
 This is what ``accum measure`` and sweeps call.  Each quantity declares its options as ``ParamSpec`` entries
 (so ranges are checked before any work starts) and maps to one estimator in ``simulations.estimators``.
+Before a job runs, ``peak_memory`` estimates its peak memory from the options, d and the family's step
+form, and work over ``MAX_MEMORY_BYTES`` is refused naming the option that drives it.  After it runs,
+a result holding NaN or an infinity is refused (``NonFiniteError`` naming the family parameters): a
+meaningless number is never returned as a measurement.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+from tqdm import tqdm
 
 from . import estimators as est
-from .families import Family, family_name, family_params, make_family
-from .params import ParamError, ParamSpec, check_seed, resolve
-from .results import make_record
+from .families import FAMILIES, Family, family_name, family_params, make_family
+from .params import MAX_MEMORY_BYTES, ParamError, ParamSpec, check_memory, check_seed, resolve
+from .results import NonFiniteError, jsonable, make_record
+from .userfamily import SampleReport, check_sample
 
 _SAMPLES = lambda default: ParamSpec("samples", "int", default, "Monte Carlo samples", lo=2, hi=10**9)  # noqa: E731
 
@@ -28,10 +35,14 @@ def far_grid(n_max: int, points: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Quantity:
+    """A named measurement: its options, the estimator call, and its peak-memory model
+    ``memory(options, d, form) -> {option: fp64 numbers it drives}``."""
+
     name: str
     doc: str
     options: tuple[ParamSpec, ...]
     run: Callable[[Family, dict, np.random.Generator], dict]
+    memory: Callable[[dict, int, str], dict[str, float]]
 
 
 def _coherence(f: Family, o: dict, rng: np.random.Generator) -> dict:
@@ -43,7 +54,14 @@ def _product_norm(f: Family, o: dict, rng: np.random.Generator) -> dict:
 
 
 def _onset(f: Family, o: dict, rng: np.random.Generator) -> dict:
-    return est.onset(f, o["eps"], o["steps"], o["samples"], rng).to_dict()
+    """The onset, refused (not saved as inf) when |c(n)| stays above eps up to ``steps`` in all samples or in
+    a jackknife group (its standard error is then not finite)."""
+    onset = est.onset(f, o["eps"], o["steps"], o["samples"], rng)
+    if not (math.isfinite(onset.mean) and math.isfinite(onset.stderr)):
+        raise ParamError(f"quantity onset: |c(n)| stays above eps = {o['eps']} up to steps = {o['steps']} "
+                         f"({'in every sample' if not math.isfinite(onset.mean) else 'in some jackknife groups'}): "
+                         "the onset lies beyond; use more steps or a larger eps")
+    return onset.to_dict()
 
 
 def _window(f: Family, o: dict, rng: np.random.Generator) -> dict:
@@ -51,7 +69,13 @@ def _window(f: Family, o: dict, rng: np.random.Generator) -> dict:
 
 
 def _score_gap(f: Family, o: dict, rng: np.random.Generator) -> dict:
-    return est.score_gap(f, o["offset"], o["samples"], rng).to_dict()
+    """The far-score statistics; when the far scores have no spread (deterministic steps such as rope or nope)
+    the standardised gap (q.k - E s) / sd(s) is unbounded: saved as null with ``gap_sd_note`` saying why."""
+    out = est.score_gap(f, o["offset"], o["samples"], rng).to_dict()
+    if not math.isfinite(out["gap_sd"]):
+        out["gap_sd"] = None
+        out["gap_sd_note"] = "far scores have zero spread (deterministic steps): the standardised gap is unbounded"
+    return out
 
 
 def _near_weight(f: Family, o: dict, rng: np.random.Generator) -> dict:
@@ -68,40 +92,195 @@ def _drift(f: Family, o: dict, rng: np.random.Generator) -> dict:
     return est.drift(f, o["steps"], rng)
 
 
+# ------------------------------------------------------------------------------------------ peak memory
+# The estimates follow the estimators' batching (``estimators.batches``: about ``BATCH_BUDGET`` numbers of
+# path per batch, within one of min(16, samples) groups) and count every array alive at the peak, in fp64
+# numbers; tests/test_robustness_memory.py holds them against tracemalloc's measured peak on small runs.
+
+#: step forms of the built-in families (a user family's form is read from its checked first sample)
+BUILTIN_FORMS = {"rope": "angle", "so2-accumulated": "angle", "nope": "angle", "householder": "householder",
+                 "haar": "dense", "givens": "dense", "lie-walk": "dense"}
+#: the memory model's name for each step form class
+FORM_NAMES = {"AngleSteps": "angle", "HouseholderSteps": "householder", "DenseSteps": "dense"}
+
+
+def sample_numbers(form: str, d: int) -> int:
+    """fp64 numbers alive per step and sequence while a step form is sampled: the angles d/2, Householder
+    w and its Gaussian draw 2d + 1, dense matrices with their sampling temporaries (QR / expm) 4 d^2."""
+    return {"angle": d // 2 or 1, "householder": 2 * d + 1, "dense": 4 * d * d}[form]
+
+
+def batch_size(per_sample: int, available: int) -> int:
+    """Sequences per batch, as ``estimators.batches``: BATCH_BUDGET // per_sample, at least 1, at most available."""
+    return min(available, max(1, est.BATCH_BUDGET // max(per_sample, 1)))
+
+
+def group_size(samples: int) -> int:
+    """Largest group of ``estimators.group_sizes``: ceil(samples / min(16, samples))."""
+    return -(-samples // min(16, samples))
+
+
+def _path_memory(option: str, n: int, samples_per_batch: int, d: int, form: str, copies: int = 1) -> dict[str, float]:
+    """A batch of b sequences of n steps read by a bilinear form: the steps (``copies`` of them) and about
+    four (b, n+1, d) working arrays (transport, cumulative angles, sines)."""
+    b = batch_size((n + 1) * d, samples_per_batch)
+    return {option: b * (n + 1) * (copies * sample_numbers(form, d) + 4 * d)}
+
+
+def _grouped_memory(option: str, n: int, samples: int, d: int, form: str, copies: int = 1) -> dict[str, float]:
+    """``estimators.grouped_sums``: one batch of paths (``_path_memory``), and every batch's (b, n+1) output
+    of the current group kept until the group is summed, group_size(samples) x (n+1) numbers."""
+    return {**_path_memory(option, n, group_size(samples), d, form, copies), "samples": group_size(samples) * (n + 1)}
+
+
+def _memory_coherence(o: dict, d: int, form: str) -> dict[str, float]:
+    return _grouped_memory("steps", o["steps"], o["samples"], d, form)
+
+
+def _memory_window(o: dict, d: int, form: str) -> dict[str, float]:
+    return _grouped_memory("context", o["context"], o["samples"], d, form, copies=2)  # + transposed
+
+
+def _memory_score_gap(o: dict, d: int, form: str) -> dict[str, float]:
+    """The batches of paths, and every sample's far score kept (s, s^2, |s| and the concatenation)."""
+    return {**_path_memory("offset", o["offset"], o["samples"], d, form), "samples": 5 * o["samples"]}
+
+
+def _memory_product_norm(o: dict, d: int, form: str) -> dict[str, float]:
+    """A batch of d transports (b, n+1, d, d): the list, its stack and the square; per-group sums
+    (16 + 2) x (n+1) d^2 kept, twice while the jackknife runs."""
+    n = o["steps"]
+    b = batch_size((n + 1) * d * d, group_size(o["samples"]))
+    return {"steps": b * (n + 1) * (sample_numbers(form, d) + 5 * d * d) + 40 * (n + 1) * d * d}
+
+
+def _memory_streamed(o: dict, d: int, form: str, dense_too: bool) -> dict[str, float]:
+    """near-weight / far-residual: b sequences of one chunk (min(chunk, n_max) steps) at a time, as steps
+    (plus their dense matrices, with two temporaries, where the estimator forms them) and three (b, chunk, d)
+    working arrays; every sample's row of ``points`` results kept (about six copies while they are summarised)."""
+    c = min(o["chunk"], o["n_max"])
+    b = batch_size(o["chunk"] * d * 4, o["samples"])
+    dense = 3 * d * d if dense_too and form == "householder" else 0
+    return {"chunk": b * c * (2 * sample_numbers(form, d) + dense + 3 * d + 1), "samples": 6 * o["samples"] * o["points"]}
+
+
+def _memory_near_weight(o: dict, d: int, form: str) -> dict[str, float]:
+    return _memory_streamed(o, d, form, dense_too=False)
+
+
+def _memory_far_residual(o: dict, d: int, form: str) -> dict[str, float]:
+    return _memory_streamed(o, d, form, dense_too=True)
+
+
+def _memory_drift(o: dict, d: int, form: str) -> dict[str, float]:
+    """One sequence of n steps held as matrices: sampled, its dense form, an fp64 and an fp32 copy."""
+    dense = 0 if form == "dense" else d * d
+    return {"steps": o["steps"] * (sample_numbers(form, d) + dense + 1.5 * d * d)}
+
+
 _STEPS = lambda default: ParamSpec("steps", "int", default, "number of accumulated steps n", lo=1, hi=10**7)  # noqa: E731
 _CHUNK = ParamSpec("chunk", "int", 4096, "streaming chunk length", lo=1, hi=10**7)
 _GRID = (ParamSpec("n_max", "int", 10_000, "largest far-set size N", lo=1, hi=10**9),
          ParamSpec("points", "int", 5, "far-set sizes on a geometric grid", lo=1, hi=200))
 
 QUANTITIES: dict[str, Quantity] = {q.name: q for q in (
-    Quantity("coherence", "c(n) = E[q^T A_n...A_1 k], n = 0..steps", (_STEPS(64), _SAMPLES(2000)), _coherence),
-    Quantity("product-norm", "||E[A_n...A_1]||_F^2 / d, unbiased", (_STEPS(32), _SAMPLES(500)), _product_norm),
+    Quantity("coherence", "c(n) = E[q^T A_n...A_1 k], n = 0..steps", (_STEPS(64), _SAMPLES(2000)), _coherence, _memory_coherence),
+    Quantity("product-norm", "||E[A_n...A_1]||_F^2 / d, unbiased", (_STEPS(32), _SAMPLES(500)), _product_norm, _memory_product_norm),
     Quantity("onset", "incoherence onset n_eps = min{n: |c(n)| <= eps}",
              (ParamSpec("eps", "float", 0.05, "coherence threshold", lo=0.0, hi=1.0, lo_open=True, hi_open=True),
-              _STEPS(512), _SAMPLES(2000)), _onset),
+              _STEPS(512), _SAMPLES(2000)), _onset, _memory_coherence),
     Quantity("window", "mixing-window width W(T) = sum_Delta c_T(Delta)^2",
-             (ParamSpec("context", "int", 256, "context length T", lo=1, hi=10**7), _SAMPLES(400)), _window),
+             (ParamSpec("context", "int", 256, "context length T", lo=1, hi=10**7), _SAMPLES(400)), _window, _memory_window),
     Quantity("score-gap", "far-score variance d E[s^2] and the near/far gap",
-             (ParamSpec("offset", "int", 256, "far distance Delta", lo=1, hi=10**7), _SAMPLES(20000)), _score_gap),
+             (ParamSpec("offset", "int", 256, "far distance Delta", lo=1, hi=10**7), _SAMPLES(20000)), _score_gap, _memory_score_gap),
     Quantity("near-weight", "near-target attention weight vs far-set size N",
              (*_GRID, ParamSpec("s0", "float", 4.0, "near logit |q||k|", lo=0.0, lo_open=True),
-              ParamSpec("alibi_slope", "float", 0.0, "ALiBi slope (0 = none)", lo=0.0), _SAMPLES(32), _CHUNK), _near_weight),
+              ParamSpec("alibi_slope", "float", 0.0, "ALiBi slope (0 = none)", lo=0.0), _SAMPLES(32), _CHUNK), _near_weight, _memory_near_weight),
     Quantity("far-residual", "|far value residual|^2 / |m|^2 vs N",
              (*_GRID, ParamSpec("value_rotation", "int", 1, "1: rotate values (QKV), 0: QK only", lo=0, hi=1),
-              _SAMPLES(400), _CHUNK), _far_residual),
-    Quantity("drift", "orthogonality drift of one product, fp64 and fp32", (_STEPS(10000),), _drift),
+              _SAMPLES(400), _CHUNK), _far_residual, _memory_far_residual),
+    Quantity("drift", "orthogonality drift of one product, fp64 and fp32", (_STEPS(10000),), _drift, _memory_drift),
 )}
 
 
+#: step-sequence draws of each quantity (batch x n_steps summed over its sample() calls), for the progress bar
+STEPS_DRAWN: dict[str, Callable[[dict], int]] = {
+    "coherence": lambda o: o["samples"] * o["steps"], "onset": lambda o: o["samples"] * o["steps"],
+    "product-norm": lambda o: o["samples"] * o["steps"], "window": lambda o: o["samples"] * o["context"],
+    "score-gap": lambda o: o["samples"] * o["offset"], "near-weight": lambda o: o["samples"] * o["n_max"],
+    "far-residual": lambda o: o["samples"] * o["n_max"], "drift": lambda o: o["steps"],
+}
+
+
+class ProgressFamily:
+    """``family`` seen by an estimator, advancing ``bar`` by batch x n_steps at each ``sample`` call."""
+
+    def __init__(self, family: Family, bar: tqdm) -> None:
+        self.family, self.bar, self.dim = family, bar, family.dim
+
+    def sample(self, rng: np.random.Generator, n_steps: int, batch: int):
+        steps = self.family.sample(rng, n_steps, batch)
+        self.bar.update(n_steps * batch)
+        return steps
+
+
 def resolve_job(quantity: str, family: str, family_args: dict, options: dict) -> tuple[Quantity, Family, dict]:
-    """Validate a job before running it: known quantity, valid family parameters, valid options."""
+    """Validate a job before running it: known quantity, valid family parameters, valid options, and for a
+    built-in family an estimated peak memory within ``MAX_MEMORY_BYTES`` (``check_job_memory``).
+
+    A user family is only imported and constructed here (sweeps plan in their driving process); its first
+    sample and memory are checked by ``plan_measurement``, in the process that runs the job, before any work.
+    """
     if quantity not in QUANTITIES:
         raise ParamError(f"unknown quantity {quantity!r}; known: {', '.join(QUANTITIES)}")
     q = QUANTITIES[quantity]
     opts = resolve(q.options, options, f"quantity {quantity}")
     if "points" in opts:
         check_far_grid(opts["n_max"], opts["points"], quantity)
-    return q, make_family(family, **family_args), opts
+    fam = make_family(family, **family_args)
+    if family_name(fam) in BUILTIN_FORMS:
+        check_job_memory(q, fam, opts, BUILTIN_FORMS[family_name(fam)])
+    return q, fam, opts
+
+
+def peak_memory(quantity: str, options: dict, dim: int, form: str) -> dict[str, float]:
+    """Estimated peak memory in bytes of ``quantity`` with resolved ``options`` at dimension ``dim`` for a
+    family of step ``form``, split by the option that drives each part: {option: bytes}."""
+    return {k: 8.0 * v for k, v in QUANTITIES[quantity].memory(options, dim, form).items()}
+
+
+def check_job_memory(q: Quantity, family: Family, opts: dict, form: str) -> None:
+    """Refuse a job whose ``peak_memory`` exceeds ``MAX_MEMORY_BYTES``, naming the option driving most of it
+    and the largest value of it that fits (memory is about linear in it), or a smaller dim if none does."""
+    parts = peak_memory(q.name, opts, family.dim, form)
+    total = sum(parts.values())
+    if total <= MAX_MEMORY_BYTES:
+        return
+    option = max(parts, key=parts.get)
+    rest = total - parts[option]
+    value = opts[option]
+    most = math.floor(value * (MAX_MEMORY_BYTES - rest) / parts[option]) if rest < MAX_MEMORY_BYTES else 0
+    fits = (f"use {option} <= {most}" + ("" if option == "samples" else " (or a smaller dim)") if most >= 1 else
+            f"use a smaller dim than {family.dim} (or fewer samples)")
+    check_memory(total, option, value, f"quantity {q.name} with family {family_name(family)} at dim = {family.dim}", fits)
+
+
+def check_finite_result(result: dict, quantity: str, family: Family) -> None:
+    """Raise ``NonFiniteError`` if any number of ``result`` is NaN or infinite, naming the family parameters
+    that produced it: such a number is not a measurement (fp64 overflow, or a family outside its range)."""
+    try:
+        jsonable(result, "result")
+    except NonFiniteError as err:
+        raise NonFiniteError(f"quantity {quantity}, family {family_name(family)} ({set_params(family)}): {err} -- "
+                             "these parameters give no finite result in fp64; use smaller values") from None
+
+
+def set_params(family: Family) -> str:
+    """"k=v, ..." for the parameters a built-in family has away from their defaults (all of a user family's)."""
+    params = family_params(family)
+    specs = FAMILIES[family_name(family)].PARAMS if family_name(family) in FAMILIES else ()
+    defaults = {spec.name: spec.default for spec in specs}
+    return ", ".join(f"{k}={v}" for k, v in params.items() if k not in defaults or defaults[k] != v) or "defaults"
 
 
 def check_far_grid(n_max: int, points: int, owner: str) -> None:
@@ -112,12 +291,64 @@ def check_far_grid(n_max: int, points: int, owner: str) -> None:
                          f"(rounded geometric grid); use points <= {most} or a larger n_max")
 
 
-def measure(quantity: str, family: str, family_args: dict | None = None, options: dict | None = None,
-            seed: int = 0) -> dict:
-    """Run one measurement and return its record (config, seed, result, timings, version)."""
+@dataclass(frozen=True)
+class Plan:
+    """A validated measurement, ready to run: ``plan_measurement`` -> ``run_plan``.  ``family_check``: what a
+    user family's first sample showed (None for a built-in)."""
+
+    quantity: Quantity
+    family: Family
+    options: dict
+    seed: int
+    family_check: SampleReport | None
+
+
+def plan_measurement(quantity: str, family: str, family_args: dict | None = None, options: dict | None = None,
+                     seed: int = 0) -> Plan:
+    """Every check that can be made before any work: ``resolve_job``, the seed, and for a user family its
+    first sample (``userfamily.check_sample``) and the memory its step form needs."""
     seed = check_seed(seed)
     q, fam, opts = resolve_job(quantity, family, family_args or {}, options or {})
+    report = None
+    if family_name(fam) not in BUILTIN_FORMS:
+        report = check_sample(fam, family)
+        check_job_memory(q, fam, opts, FORM_NAMES[report.form])
+    return Plan(q, fam, opts, seed, report)
+
+
+def run_plan(plan: Plan, progress: bool = False) -> dict:
+    """Run a planned measurement and return its record (config, seed, result, timings, version); a user
+    family's record also carries ``family_check`` (its step form, orthogonality error, largest singular value).
+    ``progress``: a bar of steps drawn on stderr (when it is a terminal)."""
     start = time.perf_counter()
-    result = q.run(fam, opts, np.random.default_rng(seed))
-    config = {"quantity": quantity, "family": family_name(fam), "params": family_params(fam), "options": opts}
-    return make_record("measurement", config, result, seed, {"seconds": time.perf_counter() - start})
+    total = STEPS_DRAWN[plan.quantity.name](plan.options)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"), \
+            tqdm(total=total, unit="step", unit_scale=True, disable=None if progress else True, leave=False,
+                 desc=plan.quantity.name) as bar:  # an overflow is refused below, as one line
+        result = plan.quantity.run(ProgressFamily(plan.family, bar), plan.options, np.random.default_rng(plan.seed))
+    check_finite_result(result, plan.quantity.name, plan.family)
+    name = family_name(plan.family)
+    config = {"quantity": plan.quantity.name, "family": name, "params": family_params(plan.family),
+              "options": plan.options}
+    record = make_record("measurement", config, result, plan.seed, {"seconds": time.perf_counter() - start})
+    if plan.family_check is not None:
+        record["family_check"] = plan.family_check.to_dict()
+    return record
+
+
+def measure(quantity: str, family: str, family_args: dict | None = None, options: dict | None = None,
+            seed: int = 0) -> dict:
+    """Run one measurement and return its record (``plan_measurement`` then ``run_plan``)."""
+    return run_plan(plan_measurement(quantity, family, family_args, options, seed))
+
+
+def config_from_record(record: dict, source: str) -> tuple[str, str, dict, dict, int]:
+    """(quantity, family, params, options, seed) of a saved measurement record, to run it again exactly."""
+    config = record.get("config")
+    ok = (record.get("kind") == "measurement" and isinstance(config, dict)
+          and isinstance(config.get("quantity"), str) and isinstance(config.get("family"), str)
+          and isinstance(config.get("params"), dict) and isinstance(config.get("options"), dict))
+    if not ok:
+        raise ParamError(f"--from {source}: not a measurement record (kind measurement with config quantity, "
+                         "family, params, options)")
+    return config["quantity"], config["family"], config["params"], config["options"], record.get("seed")

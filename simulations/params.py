@@ -157,3 +157,17 @@ def resolve(specs: Sequence[ParamSpec], given: dict[str, Any], owner: str) -> di
             raise ParamError(f"{owner}: parameter {name!r} = {values[name]!r} applies only with {other} = "
                              f"{' or '.join(allowed)}, not {other} = {values[other]!r}; leave it out")
     return values
+
+
+#: the most memory one command may plan to use (bytes); larger work is refused before it starts
+MAX_MEMORY_BYTES = 8 * 2**30
+
+
+def check_memory(estimate_bytes: float, option: str, value: Any, owner: str, fits: str) -> None:
+    """Refuse planned work whose estimated peak memory exceeds ``MAX_MEMORY_BYTES``.
+
+    ``option`` = ``value`` is the setting that drives the estimate; ``fits`` says how to make it fit.
+    """
+    if estimate_bytes > MAX_MEMORY_BYTES:
+        raise ParamError(f"{owner}: {option} = {value} would need about {estimate_bytes / 2**30:.3g} GiB of memory "
+                         f"(limit {MAX_MEMORY_BYTES / 2**30:g} GiB, MAX_MEMORY_BYTES); {fits}")

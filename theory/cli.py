@@ -9,13 +9,16 @@ directions, non-lattice angles, independence of consecutive steps) and which cla
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 
 import numpy as np
 
-from accum.simulations.families import make_family
+from accum.simulations.families import FAMILIES, family_name, make_family
+from accum.simulations.measure import set_params
 from accum.simulations.params import ParamError, check_seed, parse_assignments
-from accum.simulations.results import atomic_write_json, check_output_path, make_record
+from accum.simulations.results import NonFiniteError, check_output_path, jsonable, make_record, reserve_output
+from accum.simulations.userfamily import check_sample
 
 from .checks import MAX_STEP_NUMBERS, MIN_DENSE_SAMPLES, check, format_report
 
@@ -59,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
         check_output_path(args.json, "--json")
     params = parse_assignments(args.param, "--param")
     family = make_family(args.family, **params)
+    if family_name(family) not in FAMILIES:
+        check_sample(family, args.family)  # a user family's first sample: a step form, asked shapes, real, finite
     cap = MAX_STEP_NUMBERS // family.dim**2
     if args.samples is not None and args.samples > cap:
         raise ParamError(f"--samples {args.samples} at d = {family.dim} would touch {args.samples * family.dim**2:.3g} "
@@ -66,13 +71,20 @@ def run(args: argparse.Namespace) -> int:
     if args.samples is None and cap < MIN_DENSE_SAMPLES:
         raise ParamError(f"--samples: at d = {family.dim} the default ({MIN_DENSE_SAMPLES} or more samples) would touch "
                          f"more than {MAX_STEP_NUMBERS:.3g} numbers of step matrices; give --samples N with N <= {cap}")
-    start = time.perf_counter()
-    report = check(family, np.random.default_rng(args.seed), samples=args.samples, budget=args.budget,
-                   k_max=args.k_max, pair_dim=args.pair_dim)
-    seconds = time.perf_counter() - start
-    print(format_report(report))
-    if args.json is not None:
-        config = {"family": report.family, "params": report.params, "samples": report.samples, "budget": args.budget,
-                  "k_max": args.k_max, "pair_dim": args.pair_dim}
-        atomic_write_json(args.json, make_record("check", config, report.to_dict(), args.seed, {"seconds": seconds}))
+    with reserve_output(args.json, "--json") if args.json is not None else contextlib.nullcontext() as out:
+        start = time.perf_counter()
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):  # refused below as one line
+                report = check(family, np.random.default_rng(args.seed), samples=args.samples, budget=args.budget,
+                               k_max=args.k_max, pair_dim=args.pair_dim)
+            saved = jsonable(report.to_dict(), "report")
+        except (OverflowError, FloatingPointError, NonFiniteError) as err:
+            raise NonFiniteError(f"family {family_name(family)} ({set_params(family)}): the checks are not finite in "
+                                 f"fp64 ({err}); use smaller parameter values") from None
+        seconds = time.perf_counter() - start
+        print(format_report(report))
+        if out is not None:
+            config = {"family": report.family, "params": report.params, "samples": report.samples,
+                      "budget": args.budget, "k_max": args.k_max, "pair_dim": args.pair_dim}
+            out.write_json(make_record("check", config, saved, args.seed, {"seconds": seconds}))
     return 0 if report.condition_holds else 1

@@ -1,0 +1,62 @@
+"""How every ``accum`` command runs: its thread count (``--threads``) and what Ctrl-C prints.
+
+Threads: ``thread_limits(n)`` caps the BLAS / OpenMP pools numpy and scipy use (through threadpoolctl,
+which also covers libraries loaded later in the block) and torch's intra-op pool when torch is loaded.
+The default is every core this process may use (``usable_cores``), right for a lone run; on a shared
+machine pass ``--threads 1`` so BLAS pools do not oversubscribe the cores and stall.
+
+Interrupts: a command that keeps partial work (a sweep, the figures' measurements) raises ``Interrupted``
+with the line to print ("interrupted; N of M jobs kept in DIR"); ``accum.cli`` prints it (or plain
+"interrupted") and exits with ``EXIT_INTERRUPTED`` = 130 (128 + SIGINT), as shells do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import Any, Iterator
+
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from accum.simulations.params import ParamError
+
+EXIT_INTERRUPTED = 130
+MAX_THREADS = 1024
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, with the one line that says what was kept (``str(err)``)."""
+
+
+def usable_cores() -> int:
+    """CPUs this process may run on (its affinity mask), at least 1."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def check_threads(value: Any, option: str = "--threads") -> int:
+    """A thread count: an integer in [1, ``MAX_THREADS``]; ``ParamError`` names ``option``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_THREADS:
+        raise ParamError(f"{option}: expected an integer in [1, {MAX_THREADS}], got {value!r}")
+    return value
+
+
+@contextlib.contextmanager
+def thread_limits(threads: int) -> Iterator[dict]:
+    """Run the block with BLAS / OpenMP pools (threadpoolctl) and torch (if imported) at ``threads``.
+
+    Yields the settings in force, to record with a result: {"threads": n, "pools": [{"library", "api",
+    "threads"} per loaded pool], "torch": n or None}.
+    """
+    torch = sys.modules.get("torch")
+    previous = torch.get_num_threads() if torch is not None else None
+    with threadpool_limits(limits=threads):
+        if torch is not None:
+            torch.set_num_threads(threads)
+        try:
+            yield {"threads": threads, "torch": threads if torch is not None else None,
+                   "pools": [{"library": p["prefix"], "api": p["internal_api"], "threads": p["num_threads"]}
+                             for p in threadpool_info()]}
+        finally:
+            if torch is not None:
+                torch.set_num_threads(previous)
