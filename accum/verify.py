@@ -26,10 +26,11 @@ from typing import Any, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from accum.simulations.families import Family, family_name, family_params, make_family
+from accum.simulations.families import FAMILIES, Family, family_name, family_params, make_family
 from accum.simulations.params import ParamError, check_seed, parse_assignments
-from accum.simulations.results import (ResultError, atomic_write_json, atomic_write_text, check_output_path, jsonable,
-                                      make_output_dir, make_record, read_record)
+from accum.simulations.userfamily import check_sample
+from accum.simulations.results import (ResultError, atomic_write_json, check_output_path, jsonable, make_output_dir,
+                                      make_record, read_record, reserve_output)
 from accum.simulations.sweep import (check_scheduler, check_workers, code_identity, config_words, connect,
                                     default_workers, digest, map_outcomes)
 
@@ -489,60 +490,81 @@ def applicable_claims(family: Family, seed: int) -> tuple[set[str], dict]:
     return {c for c, v in found.claims.items() if v["applies"]}, found.claims
 
 
-def run_verify(args: argparse.Namespace) -> int:
+def reserved_outputs(stack: contextlib.ExitStack, args: argparse.Namespace) -> tuple[Any, Any]:
+    """--json and --markdown proven writable before any work (``results.reserve_output``; nothing is left if
+    the run fails or is interrupted)."""
+    if args.json is not None and args.markdown is not None and Path(args.json).resolve() == Path(args.markdown).resolve():
+        raise ParamError(f"--json and --markdown name the same file {args.json}; give two paths")
+    return tuple(None if path is None else stack.enter_context(reserve_output(path, option))
+                 for option, path in (("--json", args.json), ("--markdown", args.markdown)))
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Every option of ``accum verify`` that can be checked without work; ``ParamError`` names it."""
     check_seed(args.seed, "--seed")
     if not 1e-12 <= args.budget < 1.0:
         raise ParamError(f"--budget must lie in [1e-12, 1), got {args.budget!r}")
-    for option, path in (("--json", args.json), ("--markdown", args.markdown)):
-        if path is not None:
-            check_output_path(path, option)
-    if args.json is not None and args.markdown is not None and Path(args.json).resolve() == Path(args.markdown).resolve():
-        raise ParamError(f"--json and --markdown name the same file {args.json}; give two paths")
     if args.param and not args.family:
         raise ParamError("--param needs --family")
     if args.scheduler is not None:
         check_scheduler(args.scheduler, "--scheduler")
         if args.workers is not None:
             raise ParamError("give --workers (local processes) or --scheduler (Dask), not both")
+    if args.workers is not None:
+        check_workers(args.workers, "--workers")
     if args.calibrate is not None:
-        return run_calibrate(args)
-    workers = default_workers() if args.workers is None else check_workers(args.workers, "--workers")
-    cache = None if args.cache is None else make_output_dir(args.cache, "--cache")
-    start = time.perf_counter()
-    preset = PRESETS[args.preset]
-    with connect(args.scheduler) if args.scheduler else contextlib.nullcontext() as client:
+        if isinstance(args.calibrate, bool) or not 1 <= args.calibrate <= 100_000:
+            raise ParamError(f"--calibrate must be an integer in [1, 100000], got {args.calibrate!r}")
+        if args.family:
+            raise ParamError("--calibrate runs the default report; leave out --family")
+    if args.cache is not None:
+        check_output_path(args.cache, "--cache", directory=True)
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    check_options(args)
+    workers = default_workers() if args.workers is None else args.workers
+    with contextlib.ExitStack() as stack:
+        json_out, markdown_out = reserved_outputs(stack, args)
+        if args.calibrate is not None:
+            return run_calibrate(args, workers, json_out)
+        family = None
         if args.family:
             family = make_family(args.family, **parse_assignments(args.param, "--param"))
-            claims, why = applicable_claims(family, args.seed)
-            result = report(plan_for_family(preset, family, claims), sorted(claims), args.preset, args.seed,
-                            args.budget, True, workers, client, cache)
-            result["skipped_claims"] = {c: why[c]["why"] for c in CLAIMS if c not in claims}
-            result["config"] = {"family": family_name(family), "params": family_params(family), **asdict(preset)}
-        else:
-            result = run_report(args.preset, args.seed, args.budget, True, workers, client, cache)
-    print(format_table(result))
-    for c, why in result.get("skipped_claims", {}).items():
-        print(f"{c} not run: {why}")
-    if args.json is not None:
-        atomic_write_json(args.json, make_record("verify", {"preset": args.preset, "budget": args.budget, **result["config"]},
-                                                 result, args.seed, {"seconds": time.perf_counter() - start, **result["timings"]}))
-    if args.markdown is not None:
-        atomic_write_text(args.markdown, format_markdown(result))
+            if family_name(family) not in FAMILIES:
+                check_sample(family, args.family)  # a user family's first sample: a step form, asked shapes, finite
+        cache = None if args.cache is None else make_output_dir(args.cache, "--cache")
+        start = time.perf_counter()
+        preset = PRESETS[args.preset]
+        with connect(args.scheduler) if args.scheduler else contextlib.nullcontext() as client:
+            if family is not None:
+                claims, why = applicable_claims(family, args.seed)
+                result = report(plan_for_family(preset, family, claims), sorted(claims), args.preset, args.seed,
+                                args.budget, True, workers, client, cache)
+                result["skipped_claims"] = {c: why[c]["why"] for c in CLAIMS if c not in claims}
+                result["config"] = {"family": family_name(family), "params": family_params(family), **asdict(preset)}
+            else:
+                result = run_report(args.preset, args.seed, args.budget, True, workers, client, cache)
+        print(format_table(result))
+        for c, why in result.get("skipped_claims", {}).items():
+            print(f"{c} not run: {why}")
+        if json_out is not None:
+            json_out.write_json(make_record("verify", {"preset": args.preset, "budget": args.budget, **result["config"]},
+                                            result, args.seed, {"seconds": time.perf_counter() - start,
+                                                                **result["timings"]}))
+        if markdown_out is not None:
+            markdown_out.write_text(format_markdown(result))
     return 0 if result["passed"] else 1
 
 
-def run_calibrate(args: argparse.Namespace) -> int:
-    if isinstance(args.calibrate, bool) or not 1 <= args.calibrate <= 100_000:
-        raise ParamError(f"--calibrate must be an integer in [1, 100000], got {args.calibrate!r}")
-    if args.family:
-        raise ParamError("--calibrate runs the default report; leave out --family")
-    workers = default_workers() if args.workers is None else check_workers(args.workers, "--workers")
+def run_calibrate(args: argparse.Namespace, workers: int, json_out: Any) -> int:
+    """``accum verify --calibrate N``: the report at N fresh seeds, its failure rate printed (and saved)."""
     start = time.perf_counter()
     with connect(args.scheduler) if args.scheduler else contextlib.nullcontext() as client:
         result = calibrate(args.preset, args.calibrate, args.seed, args.budget, workers, client, progress=True)
     print(format_calibration(result))
-    if args.json is not None:
-        atomic_write_json(args.json, make_record("verify-calibration", {"preset": args.preset, "budget": args.budget,
-                                                                        "runs": args.calibrate}, result, args.seed,
-                                                 {"seconds": time.perf_counter() - start}))
+    if json_out is not None:
+        json_out.write_json(make_record("verify-calibration", {"preset": args.preset, "budget": args.budget,
+                                                               "runs": args.calibrate}, result, args.seed,
+                                        {"seconds": time.perf_counter() - start}))
     return 0

@@ -188,7 +188,7 @@ def add_bench(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="speed ratios against references")
     p.add_argument("--json", metavar="PATH")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--threads", type=int, default=1, help="numpy/BLAS and torch threads for every row (default 1)")
+    p.add_argument("--threads", type=int, default=1, metavar="N", help="numpy/BLAS and torch threads for every row (default 1)")
     p.set_defaults(run=run_bench)
 
 

@@ -21,6 +21,7 @@ far_residual also draws the angles with torch on that device (a different random
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
@@ -424,9 +425,10 @@ def score_gap(family: Family, offset: int, n_samples: int, rng: np.random.Genera
         tail += int(np.count_nonzero(np.abs(far) >= 0.5))
     n = far_m.n
     sd = far_m.sd()
+    spread = sd > 1e-12 * max(1.0, abs(float(far_m.mean)))  # a deterministic far score's sd is rounding only
     return Estimate(float(sq_m.mean), float(sq_m.stderr()), n, {
         "far_mean": float(far_m.mean), "far_mean_stderr": float(sd / np.sqrt(n)), "near": float(q @ k),
-        "gap_sd": float((q @ k - far_m.mean) / sd), "tail_half": tail / n,
+        "gap_sd": float((q @ k - far_m.mean) / sd) if spread else math.inf, "tail_half": tail / n,
         "hist_counts": counts, "hist_edges": edges, "dim": d, "offset": offset})
 
 

@@ -33,6 +33,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import tomllib
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
@@ -456,9 +457,12 @@ def serial_outcomes(fn: Callable[[Any], Any], items: list) -> Iterator[tuple[Any
         yield item, outcome
 
 
-def ignore_interrupts() -> None:
-    """Pool worker initializer: Ctrl-C (SIGINT, sent to the whole process group) is the parent's to handle."""
+def pool_worker_init() -> None:
+    """Pool worker initializer: Ctrl-C (SIGINT, sent to the whole process group) is the parent's to handle, and
+    tqdm bars in the worker lock with a thread lock, not tqdm's default cross-process semaphore (a worker
+    terminated on Ctrl-C would leave that semaphore registered, and Python warns about it at exit)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    tqdm.set_lock(threading.RLock())
 
 
 def pool_outcomes(fn: Callable[[Any], Any], items: list, workers: int) -> Iterator[tuple[Any, Any]]:
@@ -468,14 +472,17 @@ def pool_outcomes(fn: Callable[[Any], Any], items: list, workers: int) -> Iterat
     flight are abandoned: the worker processes are terminated rather than waited for."""
     with single_thread_env():
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=ignore_interrupts)
+                                   initializer=pool_worker_init)
         try:
             futures = {pool.submit(fn, item): item for item in items}
             for future in as_completed(futures):
                 yield futures[future], future.exception() or future.result()
         except BaseException:
-            for process in list((pool._processes or {}).values()):  # the executor has no public terminate
+            processes = list((pool._processes or {}).values())  # the executor has no public terminate
+            for process in processes:
                 process.terminate()
+            for process in processes:
+                process.join()
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)

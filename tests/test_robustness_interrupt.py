@@ -48,12 +48,7 @@ def test_interrupted_measure_leaves_nothing(tmp_path):
     assert seconds < 5.0                      # honoured promptly (one estimator batch), not at the end
 
 
-POOL_TRACEBACK = pytest.mark.xfail(strict=True, reason=(
-    "simulations/sweep.py pool_outcomes: a spawn worker idle on its call queue prints a KeyboardInterrupt "
-    "traceback on Ctrl-C; fix there (workers ignore SIGINT, the parent terminates them on KeyboardInterrupt)"))
-
-
-@pytest.mark.parametrize("workers", ["1", pytest.param("2", marks=POOL_TRACEBACK)])
+@pytest.mark.parametrize("workers", ["1", "2"])
 def test_interrupted_sweep_says_what_it_kept(workers, tmp_path):
     grid = tmp_path / "grid.toml"
     grid.write_text('quantity = "coherence"\nroot_seed = 1\nseeds = 1\noutput = "res"\n'
