@@ -1,4 +1,4 @@
-"""``accum figures [--out DIR] [--results DIR] [--quick] [--seed S]``: every paper figure, PNG and PDF.
+"""``accum figures [--out DIR] [--results DIR] [--quick] [--seed S] [--family F --param k=v]``: every paper figure.
 
 Ctrl-C stops with one line, "interrupted; N of M jobs kept in DIR" (the measurements saved so far, which a
 rerun reuses), exit status 130; figure files are written atomically, so none is left half-written.
@@ -11,13 +11,15 @@ import sys
 from pathlib import Path
 
 from accum.runtime import Interrupted
-from accum.simulations.params import ParamError, check_seed
+from accum.simulations.families import FAMILIES, family_name, make_family
+from accum.simulations.params import ParamError, check_seed, parse_assignments
 from accum.simulations.results import check_output_path, prove_writable_dirs
 from accum.simulations.sweep import check_workers, default_workers
+from accum.simulations.userfamily import check_sample
 
 from .data import DEFAULT_RESULTS, DataError, load, plan
 from .make import DEFAULT_OUT, DEFAULT_PROBES, make_figures
-from .specs import figure_specs
+from .specs import ExtraFamily, figure_specs
 
 
 def add_figures(sub: argparse._SubParsersAction) -> None:
@@ -31,6 +33,9 @@ def add_figures(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="root seed of every measurement (default 0)")
     p.add_argument("--probes", metavar="PATH",
                    help=f"probe sweep results for figure 6 (default {DEFAULT_PROBES}, figure 6 skipped if absent)")
+    p.add_argument("--family", metavar="F", help="draw this family (built-in or module:Class) beside the built-ins "
+                                                 "in figures 1, 2, 4 and 5")
+    p.add_argument("--param", action="append", metavar="K=V", help="parameter of --family (repeatable)")
     p.add_argument("--workers", type=int, metavar="N", help="processes for missing measurements (default: usable CPUs)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=run_figures)
@@ -44,23 +49,40 @@ def run_figures(args: argparse.Namespace) -> int:
     check_output_path(args.results, "--results", directory=True)
     if args.probes is not None and not Path(args.probes).is_file():
         raise ParamError(f"--probes {args.probes}: no such file (a sweep.json from `accum probe sweep`)")
+    extra = extra_family(args.family, args.param)
     prove_writable_dirs({"--out": args.out, "--results": args.results})  # a test file in each, nothing left
     try:
         outcomes = make_figures(args.out, args.results, quick=args.quick, seed=seed,
-                                probes=args.probes or DEFAULT_PROBES, workers=workers, progress=not args.no_progress)
+                                probes=args.probes or DEFAULT_PROBES, workers=workers, progress=not args.no_progress,
+                                extra=extra)
     except DataError as err:
         print(f"accum figures: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        raise Interrupted(kept_jobs(args.quick, seed, Path(args.results))) from None
+        raise Interrupted(kept_jobs(args.quick, seed, Path(args.results), extra)) from None
     for outcome in outcomes:
         files = ", ".join(str(f) for f in outcome.files)
         print(f"{outcome.name}: {outcome.message}" + (f": {files}" if files else ""))
     return 0
 
 
-def kept_jobs(quick: bool, seed: int, results: Path) -> str:
+def extra_family(name: str | None, params: list[str] | None) -> ExtraFamily | None:
+    """``--family F --param k=v ...`` as an ``ExtraFamily``, validated before any work (a user family's first
+    sample too); ``ParamError`` naming the option otherwise."""
+    if name is None:
+        if params:
+            raise ParamError("--param needs --family")
+        return None
+    given = parse_assignments(params, "--param")
+    family = make_family(name, **given)
+    if family_name(family) not in FAMILIES:
+        check_sample(family, name)
+    return ExtraFamily(name, given)
+
+
+def kept_jobs(quick: bool, seed: int, results: Path, extra: ExtraFamily | None = None) -> str:
     """"interrupted; N of M jobs kept in DIR": the figures' measurements saved under ``results``."""
-    jobs = list({job.hash: job for job in plan([j for spec in figure_specs(quick) for j in spec.jobs], seed)}.values())
+    jobs = list({job.hash: job for job in plan([j for spec in figure_specs(quick, extra) for j in spec.jobs],
+                                               seed)}.values())
     done = sum(load(results, job) is not None for job in jobs)
     return f"interrupted; {done} of {len(jobs)} jobs kept in {results}"

@@ -23,7 +23,7 @@ from .captions import caption, probes_caption
 from .data import DEFAULT_RESULTS, Measured, ensure
 from .overlays import THEORIES
 from .plots import BUILDERS, STYLE, fig_probes
-from .specs import FigureSpec, figure_specs
+from .specs import ExtraFamily, FigureSpec, figure_specs
 
 DEFAULT_OUT = Path("results/figures")
 DEFAULT_PROBES = Path("results/probes/sweep.json")
@@ -104,13 +104,13 @@ def probes_figure(spec: FigureSpec, sweep: dict | None, probes: Path, out_dir: P
 
 def make_figures(out_dir: str | Path = DEFAULT_OUT, results_dir: str | Path = DEFAULT_RESULTS, *, quick: bool = False,
                  seed: int = 0, probes: str | Path = DEFAULT_PROBES, workers: int = 1,
-                 progress: bool = True) -> list[Outcome]:
-    """Figures 1-6 under ``out_dir``; measurements missing from ``results_dir`` are computed first (one
-    progress bar for all of them).  The probe sweep is read before anything is computed, so a corrupt one
-    fails at once."""
+                 progress: bool = True, extra: ExtraFamily | None = None) -> list[Outcome]:
+    """Figures 1-6 under ``out_dir``, with ``extra`` (a family drawn beside the built-ins) in figures 1, 2, 4
+    and 5; measurements missing from ``results_dir`` are computed first (one progress bar for all of them).
+    The probe sweep is read before anything is computed, so a corrupt one fails at once."""
     out_dir, results_dir, probes = Path(out_dir), Path(results_dir), Path(probes)
     sweep = read_probe_sweep(probes)
-    specs = figure_specs(quick)
+    specs = figure_specs(quick, extra)
     jobs = [job for spec in specs for job in spec.jobs]
     records = iter(ensure(jobs, results_dir, seed, workers=workers, progress=progress))
     size = "quick" if quick else "default"
