@@ -64,11 +64,13 @@ def test_value_sums_match_complex_sums():
 
 def test_device_is_checked():
     fam = make_family("so2-accumulated", dim=4)
-    with pytest.raises(ParamError, match="device must be one of cpu, cuda"):
-        est.coherence(fam, 3, 8, np.random.default_rng(0), device="tpu")
+    for bad in ("tpu", "cpu:x", "cuda:", 3):
+        with pytest.raises(ParamError, match="device must be one of cpu, cuda"):
+            est.coherence(fam, 3, 8, np.random.default_rng(0), device=bad)
     if not torch.cuda.is_available():
-        with pytest.raises(ParamError, match="device must be cpu here"):
-            est.near_weight(fam, [4], 1.0, 8, np.random.default_rng(0), device="cuda")
+        for absent in ("cuda", "cuda:1"):
+            with pytest.raises(ParamError, match="device must be cpu here"):
+                est.near_weight(fam, [4], 1.0, 8, np.random.default_rng(0), device=absent)
     for other in (make_family("so2-accumulated", dim=4, law="vonmises"), make_family("haar", dim=3)):
         with pytest.raises(ParamError, match="device must be omitted for this family"):
             est.far_residual(other, [4], 8, np.random.default_rng(0), device="cpu")
