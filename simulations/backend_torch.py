@@ -21,6 +21,7 @@ Plane convention as everywhere (``conventions``): plane b holds coordinates (2b,
 from __future__ import annotations
 
 import math
+import re
 from typing import Callable
 
 import numpy as np
@@ -35,13 +36,16 @@ TORCH_LAWS = ("gaussian", "uniform", "rope-uniform", "lattice")
 
 
 def check_device(device: str | None) -> torch.device | None:
-    """None (numpy draws) or a torch device named 'cpu' or 'cuda[:i]' that is available here."""
+    """None (numpy draws) or a torch device named 'cpu', 'cuda' or 'cuda:i' that exists here."""
     if device is None:
         return None
-    if not isinstance(device, str) or device.split(":")[0] not in DEVICES:
-        raise ParamError(f"device must be one of {', '.join(DEVICES)} (or omitted for numpy draws), got {device!r}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ParamError(f"device must be cpu here: no CUDA device is available (got {device!r})")
+    if not isinstance(device, str) or not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+        raise ParamError(f"device must be one of cpu, cuda, cuda:INDEX (or omitted for numpy draws), got {device!r}")
+    if device.startswith("cuda"):
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = int(device.split(":")[1]) if ":" in device else 0
+        if index >= count:
+            raise ParamError(f"device must be cpu here: {count} CUDA device(s) available (got {device!r})")
     return torch.device(device)
 
 

@@ -94,6 +94,15 @@ def path_floats(family: Family, n_steps: int) -> int:
     return max((n_steps + 1) * family.dim, n_steps * step_floats(family))
 
 
+def product_floats(family: Family, n_steps: int) -> int:
+    """Memory of one sample in ``mean_product_sq``: the transport of d basis vectors, (n+1) d^2, or for
+    families drawn as SO(2) angles (step_floats = d/2) the cumulative angles with their cos and sin, 3 n d/2."""
+    d = family.dim
+    if 2 * step_floats(family) == d:
+        return max(3 * n_steps * d // 2, 1)
+    return (n_steps + 1) * d * d
+
+
 def grouped_sums(draw: Callable[[int], np.ndarray], n_samples: int, per_sample: int,
                  least: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Run ``draw(b) -> (b, ...)`` over all samples; per-group sums, per-group sums of squares, sizes.
@@ -278,7 +287,7 @@ def mean_product_sq(family: Family, n_steps: int, n_samples: int, rng: np.random
     sums, norms, planes, rotations = [], [], [], []
     for size in sizes:
         s, nrm, pl, rot = 0.0, 0.0, 0.0, 0
-        for b in batches(size, (n_steps + 1) * d * d):
+        for b in batches(size, product_floats(family, n_steps)):
             steps = family.sample(rng, n_steps, b)
             if isinstance(steps, AngleSteps):
                 pl = pl + _angle_cos_sin_sums(steps.theta)

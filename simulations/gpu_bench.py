@@ -23,6 +23,7 @@ from . import backend_torch as bt
 from . import estimators as est
 from .families import make_family
 from .params import ParamError, check_positive_int
+from .results import atomic_write_json, check_output_path
 
 
 def synchronize(device: torch.device) -> None:
@@ -42,7 +43,7 @@ def timed(fn, device: torch.device) -> float:
 def draw_floor(family, far: int, samples: int, chunk: int, device: torch.device, seed: int) -> None:
     """The angle draws ``near_weight`` makes on ``device`` for one far size, and nothing else."""
     draw = bt.angle_sampler(family, device, bt.torch_generator(np.random.default_rng(seed), device))
-    for b in est.batches(samples, chunk * family.dim * 4):
+    for b in est.batches(samples, chunk * max(4 * family.dim, est.step_floats(family))):
         for start in range(0, far, chunk):
             draw(min(chunk, far - start), b)
 
@@ -87,14 +88,15 @@ def main(argv: list[str] | None = None) -> int:
             check_positive_int(name, getattr(args, name[2:]))
         if args.dim % 2 or args.samples < 2:
             raise ParamError(f"--dim must be even and --samples >= 2, got {args.dim} and {args.samples}")
+        if args.json:
+            check_output_path(args.json, "--json")
         out = run(args.device, args.dim, args.far, args.samples, args.chunk)
     except ParamError as err:
         print(f"gpu_bench: error: {err}", file=sys.stderr)
         return 2
     print(json.dumps(out, indent=1))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
+        atomic_write_json(args.json, out)
     return 0
 
 

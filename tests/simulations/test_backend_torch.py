@@ -64,11 +64,13 @@ def test_value_sums_match_complex_sums():
 
 def test_device_is_checked():
     fam = make_family("so2-accumulated", dim=4)
-    with pytest.raises(ParamError, match="device must be one of cpu, cuda"):
-        est.coherence(fam, 3, 8, np.random.default_rng(0), device="tpu")
+    for bad in ("tpu", "cpu:x", "cuda:", 3):
+        with pytest.raises(ParamError, match="device must be one of cpu, cuda"):
+            est.coherence(fam, 3, 8, np.random.default_rng(0), device=bad)
     if not torch.cuda.is_available():
-        with pytest.raises(ParamError, match="device must be cpu here"):
-            est.near_weight(fam, [4], 1.0, 8, np.random.default_rng(0), device="cuda")
+        for absent in ("cuda", "cuda:1"):
+            with pytest.raises(ParamError, match="device must be cpu here"):
+                est.near_weight(fam, [4], 1.0, 8, np.random.default_rng(0), device=absent)
     for other in (make_family("so2-accumulated", dim=4, law="vonmises"), make_family("haar", dim=3)):
         with pytest.raises(ParamError, match="device must be omitted for this family"):
             est.far_residual(other, [4], 8, np.random.default_rng(0), device="cpu")
@@ -133,9 +135,11 @@ def test_device_cpu_is_bit_identical_to_the_numpy_path_on_the_same_angles(chunk)
         replayed = run(TorchReplay(fam, np.random.default_rng(9)), np.random.default_rng(0))
         assert np.array_equal(on_device.mean, replayed.mean) and np.array_equal(on_device.stderr, replayed.stderr)
     # coherence sums on the device in torch, the numpy path in numpy: same angles, equal to rounding
-    a = est.coherence(fam, 9, 40, np.random.default_rng(9), device="cpu")
-    b = est.coherence(TorchReplay(fam, np.random.default_rng(9)), 9, 40, np.random.default_rng(0))
+    q, k = np.random.default_rng(1).normal(size=(2, 6))   # q != k: nonzero plane phases
+    a = est.coherence(fam, 9, 40, np.random.default_rng(9), q=q, k=k, device="cpu")
+    b = est.coherence(TorchReplay(fam, np.random.default_rng(9)), 9, 40, np.random.default_rng(0), q=q, k=k)
     np.testing.assert_allclose(a.mean, b.mean, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(a.stderr, b.stderr, rtol=1e-9, atol=1e-15)
 
 
 def test_gpu_bench_script_runs_on_cpu_at_small_scale(capsys):
