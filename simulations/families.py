@@ -191,8 +191,9 @@ def haar_orthogonal(rng: np.random.Generator, shape: tuple[int, ...], dim: int, 
 class Haar(BuiltinFamily):
     name: ClassVar[str] = "haar"
     summary: ClassVar[str] = "Haar-random steps on O(d) or SO(d): incoherent after one step"
+    # each step is a d x d QR (d^3): at d = 4096 one step takes tens of seconds and Ctrl-C could not be honoured
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
-        _DIM_ANY,
+        dataclasses.replace(_DIM_ANY, hi=1024),
         ParamSpec("group", "choice", "O", "group", choices=("O", "SO")),
     )
     dim: int = 16

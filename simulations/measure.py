@@ -122,15 +122,17 @@ def group_size(samples: int) -> int:
 
 def _path_memory(option: str, n: int, samples_per_batch: int, d: int, form: str, copies: int = 1) -> dict[str, float]:
     """A batch of b sequences of n steps read by a bilinear form: the steps (``copies`` of them) and about
-    four (b, n+1, d) working arrays (transport, cumulative angles, sines)."""
+    four (b, n+1, d) working arrays (transport, cumulative angles, sines).  A path longer than the batch budget
+    is drawn in chunks of ``estimators.bilinear_path`` (BATCH_BUDGET / max(d, step numbers) steps)."""
+    n = min(n, max(1, est.BATCH_BUDGET // max(d, sample_numbers(form, d))))
     b = batch_size((n + 1) * d, samples_per_batch)
     return {option: b * (n + 1) * (copies * sample_numbers(form, d) + 4 * d)}
 
 
 def _grouped_memory(option: str, n: int, samples: int, d: int, form: str, copies: int = 1) -> dict[str, float]:
-    """``estimators.grouped_sums``: one batch of paths (``_path_memory``), and every batch's (b, n+1) output
-    of the current group kept until the group is summed, group_size(samples) x (n+1) numbers."""
-    return {**_path_memory(option, n, group_size(samples), d, form, copies), "samples": group_size(samples) * (n + 1)}
+    """``estimators.grouped_sums``: one batch of paths (``_path_memory``) folded into running group sums
+    (the sample count changes nothing beyond one batch)."""
+    return _path_memory(option, n, group_size(samples), d, form, copies)
 
 
 def _memory_coherence(o: dict, d: int, form: str) -> dict[str, float]:
@@ -142,8 +144,8 @@ def _memory_window(o: dict, d: int, form: str) -> dict[str, float]:
 
 
 def _memory_score_gap(o: dict, d: int, form: str) -> dict[str, float]:
-    """The batches of paths, and every sample's far score kept (s, s^2, |s| and the concatenation)."""
-    return {**_path_memory("offset", o["offset"], o["samples"], d, form), "samples": 5 * o["samples"]}
+    """One batch of paths at a time, folded into running moments and histogram counts."""
+    return _path_memory("offset", o["offset"], o["samples"], d, form)
 
 
 def _memory_product_norm(o: dict, d: int, form: str) -> dict[str, float]:
@@ -157,11 +159,11 @@ def _memory_product_norm(o: dict, d: int, form: str) -> dict[str, float]:
 def _memory_streamed(o: dict, d: int, form: str, dense_too: bool) -> dict[str, float]:
     """near-weight / far-residual: b sequences of one chunk (min(chunk, n_max) steps) at a time, as steps
     (plus their dense matrices, with two temporaries, where the estimator forms them) and three (b, chunk, d)
-    working arrays; every sample's row of ``points`` results kept (about six copies while they are summarised)."""
+    working arrays; each batch's rows of ``points`` results folded into running moments."""
     c = min(o["chunk"], o["n_max"])
     b = batch_size(o["chunk"] * d * 4, o["samples"])
     dense = 3 * d * d if dense_too and form == "householder" else 0
-    return {"chunk": b * c * (2 * sample_numbers(form, d) + dense + 3 * d + 1), "samples": 6 * o["samples"] * o["points"]}
+    return {"chunk": b * c * (2 * sample_numbers(form, d) + dense + 3 * d + 1)}
 
 
 def _memory_near_weight(o: dict, d: int, form: str) -> dict[str, float]:
@@ -173,9 +175,11 @@ def _memory_far_residual(o: dict, d: int, form: str) -> dict[str, float]:
 
 
 def _memory_drift(o: dict, d: int, form: str) -> dict[str, float]:
-    """One sequence of n steps held as matrices: sampled, its dense form, an fp64 and an fp32 copy."""
+    """One chunk of at most max(1, BATCH_BUDGET / d^2) steps at a time (``estimators.drift``), held as matrices:
+    sampled, its dense form, an fp64 and an fp32 copy."""
+    chunk = min(o["steps"], max(1, est.BATCH_BUDGET // (d * d)))
     dense = 0 if form == "dense" else d * d
-    return {"steps": o["steps"] * (sample_numbers(form, d) + dense + 1.5 * d * d)}
+    return {"steps": chunk * (sample_numbers(form, d) + dense + 1.5 * d * d)}
 
 
 _STEPS = lambda default: ParamSpec("steps", "int", default, "number of accumulated steps n", lo=1, hi=10**7)  # noqa: E731
@@ -251,15 +255,23 @@ def peak_memory(quantity: str, options: dict, dim: int, form: str) -> dict[str, 
 
 def check_job_memory(q: Quantity, family: Family, opts: dict, form: str) -> None:
     """Refuse a job whose ``peak_memory`` exceeds ``MAX_MEMORY_BYTES``, naming the option driving most of it
-    and the largest value of it that fits (memory is about linear in it), or a smaller dim if none does."""
+    and the largest value of it that fits (found by bisection: memory does not decrease as the option grows),
+    or a smaller dim if none does."""
     parts = peak_memory(q.name, opts, family.dim, form)
     total = sum(parts.values())
     if total <= MAX_MEMORY_BYTES:
         return
     option = max(parts, key=parts.get)
-    rest = total - parts[option]
     value = opts[option]
-    most = math.floor(value * (MAX_MEMORY_BYTES - rest) / parts[option]) if rest < MAX_MEMORY_BYTES else 0
+
+    def fits_at(v: int) -> bool:
+        return sum(peak_memory(q.name, {**opts, option: v}, family.dim, form).values()) <= MAX_MEMORY_BYTES
+
+    lo, hi = 0, value  # fits_at(hi) is False; find the largest v in [1, value) with fits_at(v)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits_at(mid) else (lo, mid)
+    most = lo
     fits = (f"use {option} <= {most}" + ("" if option == "samples" else " (or a smaller dim)") if most >= 1 else
             f"use a smaller dim than {family.dim} (or fewer samples)")
     check_memory(total, option, value, f"quantity {q.name} with family {family_name(family)} at dim = {family.dim}", fits)

@@ -1,9 +1,10 @@
 """Issue 14, memory: each quantity's peak-memory estimate is held against the measured peak (tracemalloc, which
 numpy reports its buffers to) on small runs of every step form, and work over the limit is refused up front.
 
-The estimate must never be below the measured peak (a refusal would come too late) and not above 4x it (a
-looser model would refuse work that fits).  If an estimator's memory changes (e.g. streaming), this test
-names the quantity whose model in ``simulations.measure`` must follow.
+The estimate must never be below the measured peak (a refusal would come too late).  Since the estimators
+stream (one batch, one chunk) the model is conservative: for the quantities now computed in torch kernels or
+carried paths it can exceed the numpy-traced peak by more than the 4x the old tests held it to (tracemalloc
+does not see torch's buffers); ``SLACK`` lists those cases, the others stay within 4x.
 """
 
 import time
@@ -35,6 +36,11 @@ CASES = [
 ]
 
 
+#: cases whose estimate may exceed 4x the traced peak (torch kernels, last-value paths): only the lower bound holds
+SLACK = {("coherence", "so2-accumulated"), ("score-gap", "householder"), ("near-weight", "householder"),
+         ("far-residual", "so2-accumulated")}
+
+
 @pytest.mark.parametrize("quantity, family, params, options", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
 def test_peak_memory_estimate_bounds_the_measured_peak(quantity, family, params, options):
     plan = plan_measurement(quantity, family, params, options, seed=0)
@@ -45,15 +51,14 @@ def test_peak_memory_estimate_bounds_the_measured_peak(quantity, family, params,
         _, measured = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert measured <= estimate <= 4 * measured, f"{quantity}/{family}: estimate {estimate:.3g} B, measured {measured:.3g} B"
+    assert measured <= estimate, f"{quantity}/{family}: estimate {estimate:.3g} B below the measured {measured:.3g} B"
+    if (quantity, family) not in SLACK:
+        assert estimate <= 4 * measured, f"{quantity}/{family}: estimate {estimate:.3g} B, measured {measured:.3g} B"
 
 
 @pytest.mark.parametrize("argv, option", [
-    (["drift", "--family", "householder", "--opt", "steps=10000000"], "steps = 10000000"),
-    (["drift", "--family", "haar", "--param", "dim=4096", "--opt", "steps=100"], "steps = 100"),
     (["product-norm", "--family", "haar", "--param", "dim=512", "--opt", "steps=5000"], "steps = 5000"),
-    (["score-gap", "--family", "so2-accumulated", "--opt", "samples=1000000000"], "samples = 1000000000"),
-    (["coherence", "--family", "householder", "--opt", "samples=1000000000"], "samples = 1000000000"),
+    (["product-norm", "--family", "householder", "--param", "dim=1024", "--opt", "steps=2000"], "steps = 2000"),
 ])
 def test_work_that_cannot_fit_is_refused_before_it_starts(argv, option, tmp_path, capsys):
     out = tmp_path / "r.json"
@@ -65,9 +70,30 @@ def test_work_that_cannot_fit_is_refused_before_it_starts(argv, option, tmp_path
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("quantity, family, params, small, large", [
+    ("drift", "householder", {}, {"steps": 10_000}, {"steps": 10_000_000}),
+    ("coherence", "householder", {}, {"samples": 160_000}, {"samples": 1_000_000_000}),
+    ("score-gap", "so2-accumulated", {}, {"samples": 10_000}, {"samples": 1_000_000_000}),
+    ("near-weight", "so2-accumulated", {}, {"n_max": 10_000, "samples": 64}, {"n_max": 1_000_000_000, "samples": 10**6}),
+])
+def test_streaming_estimates_do_not_grow_with_samples_or_steps(quantity, family, params, small, large):
+    """The issue's oversized examples now stream: their estimate is that of a small run (one batch, one
+    chunk) and far below a gigabyte, so they run in bounded memory instead of being refused."""
+    estimates = [sum(peak_memory(quantity, plan_measurement(quantity, family, params, o, seed=0).options, 16,
+                                 BUILTIN_FORMS[family]).values()) for o in (small, large)]
+    assert estimates[1] == estimates[0] < 1e9
+
+
 def test_the_suggested_value_fits():
     with pytest.raises(ParamError, match=r"use steps <= (\d+)") as info:
-        plan_measurement("drift", "haar", {"dim": 4096}, {"steps": 100})
+        plan_measurement("product-norm", "householder", {"dim": 1024}, {"steps": 2000})
     most = int(info.value.args[0].split("use steps <= ")[1].split()[0])
-    plan = plan_measurement("drift", "haar", {"dim": 4096}, {"steps": most})       # no refusal at the suggestion
-    assert sum(peak_memory("drift", plan.options, 4096, "dense").values()) <= MAX_MEMORY_BYTES
+    plan = plan_measurement("product-norm", "householder", {"dim": 1024}, {"steps": most})   # fits at the suggestion
+    assert sum(peak_memory("product-norm", plan.options, 1024, "householder").values()) <= MAX_MEMORY_BYTES
+
+
+def test_haar_at_4096_is_refused_by_its_range():
+    """A 4096 x 4096 QR per step takes tens of seconds (Ctrl-C could not be honoured within a second): Haar
+    steps are limited to d <= 1024."""
+    with pytest.raises(ParamError, match=r"'dim' = 4096 is out of range; allowed: an integer in \[1, 1024\]"):
+        plan_measurement("drift", "haar", {"dim": 4096}, {"steps": 100})
