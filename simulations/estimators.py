@@ -30,7 +30,7 @@ import numpy as np
 from .families import Family
 from .params import ParamError, check_positive_int
 from .stats import first_crossing
-from .steps import AngleSteps, from_complex_planes, to_complex_planes
+from .steps import AngleSteps, HouseholderSteps, from_complex_planes, to_complex_planes
 
 #: memory budget for one batch of path samples, in float64 numbers
 BATCH_BUDGET = 2_000_000
@@ -577,12 +577,18 @@ def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: 
 def _accumulate_values(steps, u: np.ndarray, m: np.ndarray) -> np.ndarray:
     """U_t = A_t (U_{t-1} + m) over the chunk's steps, from U_0 = u; returns the last U, (batch, d).
 
-    SO(2) steps take ``_accumulate_angle_values``; anything else a dense loop over steps.
+    SO(2) steps take ``_accumulate_angle_values``, Householder steps their rank-one update; anything else a
+    dense loop over steps.
     """
     if isinstance(steps, AngleSteps):
         from .backend_torch import as_tensor
 
         return _accumulate_angle_values(as_tensor(steps.theta), u, m)
+    if isinstance(steps, HouseholderSteps):  # A_t x = x - beta_t w_t (w_t . x): O(d) per step, no dense matrix
+        for t in range(steps.n_steps):
+            x = u + m
+            u = x - (steps.beta[:, t] * np.einsum("bd,bd->b", steps.w[:, t], x))[:, None] * steps.w[:, t]
+        return u
     mats = steps.dense()
     for t in range(steps.n_steps):
         u = np.einsum("bij,bj->bi", mats[:, t], u + m)

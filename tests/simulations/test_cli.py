@@ -93,7 +93,7 @@ def test_bench_ratio_verdicts_and_bad_repeats(capsys):
     (["verify", "--budget", "5e-324"], "--budget"),
     (["verify", "--json", "{dir}/a", "--markdown", "{dir}/a"], "--markdown"),
     (["check", "rope", "--k-max", "0"], "--k-max"),
-    (["check", "haar", "--param", "dim=4096"], "--samples"),
+    (["check", "haar", "--param", "dim=1024", "--samples", "1000"], "--samples"),
     (["measure", "coherence", "--family", "rope", "--json", ""], "--json"),
     (["measure", "near-weight", "--family", "rope", "--opt", "n_max=20", "--opt", "points=50"], "points"),
     (["bench", "--repeats", "1000"], "--repeats"),
