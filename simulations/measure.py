@@ -156,22 +156,12 @@ def _memory_product_norm(o: dict, d: int, form: str) -> dict[str, float]:
     return {"steps": b * (n + 1) * (sample_numbers(form, d) + 5 * d * d) + 40 * (n + 1) * d * d}
 
 
-def _memory_streamed(o: dict, d: int, form: str, dense_too: bool) -> dict[str, float]:
-    """near-weight / far-residual: b sequences of one chunk (min(chunk, n_max) steps) at a time, as steps
-    (plus their dense matrices, with two temporaries, where the estimator forms them) and three (b, chunk, d)
-    working arrays; each batch's rows of ``points`` results folded into running moments."""
+def _memory_streamed(o: dict, d: int, form: str) -> dict[str, float]:
+    """near-weight / far-residual: b sequences of one chunk (min(chunk, n_max) steps) at a time, as steps and
+    three (b, chunk, d) working arrays; each batch's rows of ``points`` results folded into running moments."""
     c = min(o["chunk"], o["n_max"])
     b = batch_size(o["chunk"] * d * 4, o["samples"])
-    dense = 3 * d * d if dense_too and form == "householder" else 0
-    return {"chunk": b * c * (2 * sample_numbers(form, d) + dense + 3 * d + 1)}
-
-
-def _memory_near_weight(o: dict, d: int, form: str) -> dict[str, float]:
-    return _memory_streamed(o, d, form, dense_too=False)
-
-
-def _memory_far_residual(o: dict, d: int, form: str) -> dict[str, float]:
-    return _memory_streamed(o, d, form, dense_too=True)
+    return {"chunk": b * c * (2 * sample_numbers(form, d) + 3 * d + 1)}
 
 
 def _memory_drift(o: dict, d: int, form: str) -> dict[str, float]:
@@ -199,10 +189,10 @@ QUANTITIES: dict[str, Quantity] = {q.name: q for q in (
              (ParamSpec("offset", "int", 256, "far distance Delta", lo=1, hi=10**7), _SAMPLES(20000)), _score_gap, _memory_score_gap),
     Quantity("near-weight", "near-target attention weight vs far-set size N",
              (*_GRID, ParamSpec("s0", "float", 4.0, "near logit |q||k|", lo=0.0, lo_open=True),
-              ParamSpec("alibi_slope", "float", 0.0, "ALiBi slope (0 = none)", lo=0.0), _SAMPLES(32), _CHUNK), _near_weight, _memory_near_weight),
+              ParamSpec("alibi_slope", "float", 0.0, "ALiBi slope (0 = none)", lo=0.0), _SAMPLES(32), _CHUNK), _near_weight, _memory_streamed),
     Quantity("far-residual", "|far value residual|^2 / |m|^2 vs N",
              (*_GRID, ParamSpec("value_rotation", "int", 1, "1: rotate values (QKV), 0: QK only", lo=0, hi=1),
-              _SAMPLES(400), _CHUNK), _far_residual, _memory_far_residual),
+              _SAMPLES(400), _CHUNK), _far_residual, _memory_streamed),
     Quantity("drift", "orthogonality drift of one product, fp64 and fp32", (_STEPS(10000),), _drift, _memory_drift),
 )}
 
