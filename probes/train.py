@@ -121,9 +121,12 @@ def build_model(cfg: TrainConfig, vocab_size: int) -> ProbeModel:
 
 
 def make_optimizer(model: ProbeModel, cfg: TrainConfig) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices only (not on LayerNorm, biases, embeddings' norms)."""
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    rest = [p for n, p in model.named_parameters() if p.dim() < 2]
+    """AdamW with weight decay on matrices only: not on LayerNorm, biases, or the learned arms' angle tables
+    (decay would pull every token's angle back towards RoPE, a prior the paper's arm does not have)."""
+    def decays(name: str, p: torch.nn.Parameter) -> bool:
+        return p.dim() >= 2 and "angle_table" not in name
+    decay = [p for n, p in model.named_parameters() if decays(n, p)]
+    rest = [p for n, p in model.named_parameters() if not decays(n, p)]
     return torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                               {"params": rest, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
 

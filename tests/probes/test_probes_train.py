@@ -98,12 +98,13 @@ def test_far_mass_and_window_on_known_weights():
 
 def test_predicted_window_follows_the_iid_law():
     lags = torch.arange(200)
-    angles = torch.tensor([0.0, 1.0]).repeat(1, 50, 1).double()
-    angles[0, ::2, 1] = -1.0
+    angles = torch.tensor([0.0, 1.0]).repeat(1, 2, 50, 1).double()  # (B=1, H=2, T=50, P=2)
+    angles[0, :, ::2, 1] = -1.0
     coh = A.iid_coherence(angles, lags)
-    assert torch.allclose(coh[:, 0], torch.ones(200, dtype=torch.float64))
+    assert coh.shape == (2, 200, 2)
+    assert torch.allclose(coh[:, :, 0], torch.ones(2, 200, dtype=torch.float64))
     phi = math.cos(1.0)
-    assert coh[3, 1].item() == pytest.approx(phi ** 3)
+    assert coh[0, 3, 1].item() == pytest.approx(phi ** 3)
     c = torch.tensor([[0.0, 1.0], [1.0, 1.0]], dtype=torch.float64)
     win = A.predicted_window(c, coh, lags, 0.1)
     assert win[0].item() == math.ceil(math.log(0.1) / math.log(phi))
