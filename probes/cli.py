@@ -30,7 +30,8 @@ from accum.probes.evaluate import EvalConfig
 from accum.probes.io import read_json, write_json
 from accum.probes.model import ARMS, check_int
 from accum.probes.presets import PRESETS, preset
-from accum.probes.sweep import EVAL_RESULTS, SweepConfig, check_analysis, evaluate_run, markdown_table, run_sweep
+from accum.probes.sweep import (EVAL_RESULTS, SweepConfig, check_analysis, evaluate_run, markdown_table, run_order,
+                                run_sweep)
 from accum.probes.train import WEIGHTS, TrainConfig, check_train_memory, load_data, train
 from accum.simulations.params import ParamError
 from accum.simulations.results import ResultError, check_output_path
@@ -94,6 +95,8 @@ def add_subparser(subparsers) -> argparse.ArgumentParser:
     p_sweep.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds (>= 3; default 0 1 2)")
     p_sweep.add_argument("--shard", default="0/1", help="K/N: run every N-th (arm, seed) run from the K-th, so N "
                          "processes share one --out (default 0/1)")
+    p_sweep.add_argument("--order", default="seed", help="run order: seed (every arm at seed 0 first, default) or arm "
+                         "(every seed of the first arm first)")
     p_sweep.add_argument("--analysis-multiplier", type=int, default=None)
     p_sweep.add_argument("--analysis-windows", type=int, default=None)
     p_sweep.add_argument("--out", default=str(DEFAULT_SWEEP.parent), help=f"default {DEFAULT_SWEEP.parent}")
@@ -140,7 +143,8 @@ def command_flags(command: str) -> dict[str, str]:
     if command == "eval":
         return {**evaluation, **ANALYSIS_FLAGS}
     train_flags = {f.name: flag(f.name) for f in fields(TrainConfig) if f.name != "seed"}
-    return {**train_flags, **evaluation, "seed": "--eval-seed", "seeds": "--seeds", "arms": "--arms", **ANALYSIS_FLAGS}
+    return {**train_flags, **evaluation, "seed": "--eval-seed", "seeds": "--seeds", "arms": "--arms", "order": "--order",
+            **ANALYSIS_FLAGS}
 
 
 def build(cls, args: argparse.Namespace, flags: dict[str, str], base: dict, **override):
@@ -243,9 +247,10 @@ def run_probe_sweep(args: argparse.Namespace, device: str) -> None:
     cfg = SweepConfig(train=train_cfg, eval=eval_cfg, arms=tuple(args.arms), seeds=tuple(args.seeds), **analysis)
     check_memory(train_cfg, args, flags)
     shard = parse_shard(args.shard)
+    run_order(cfg, args.order)  # a bad --order is refused before any work
     out = check_output_path(args.out, "--out", directory=True)
     res = run_sweep(cfg, out, cache_dir=args.data_dir, device=device, threads=args.threads,
-                    progress=not args.no_progress, shard=shard)
+                    progress=not args.no_progress, shard=shard, order=args.order)
     print(res["table_markdown"], end="")
 
 

@@ -244,20 +244,33 @@ def check_shard(shard: tuple[int, int]) -> None:
     check_int("shard index", k, 0, n - 1)
 
 
+RUN_ORDERS = ("seed", "arm")
+
+
+def run_order(cfg: SweepConfig, order: str) -> list[tuple[str, int]]:
+    """(arm, seed) runs seed by seed (``seed``: every arm at the first seed first) or arm by arm (``arm``:
+    every seed of the first arm first, so the first claims get their seed-level intervals soonest)."""
+    if order not in RUN_ORDERS:
+        raise ValueError(f"order must be one of {', '.join(RUN_ORDERS)}, got {order!r}")
+    if order == "seed":
+        return [(arm, seed) for seed in cfg.seeds for arm in cfg.arms]
+    return [(arm, seed) for arm in cfg.arms for seed in cfg.seeds]
+
+
 def run_sweep(cfg: SweepConfig, out_dir: Path, *, cache_dir: Path | None = None, device: str = "cpu",
-              threads: int = 2, progress: bool = True, shard: tuple[int, int] = (0, 1)) -> dict:
-    """Train, evaluate and analyse every arm at every seed of ``cfg`` under ``out_dir`` (seed by seed, arms
-    in ``cfg.arms`` order); returns the sweep.json dict (rewritten from the finished runs' JSON after every
-    run).  shard (k, n): run only runs k, k + n, k + 2n, ... of that order, so n processes with the same
-    arguments and out_dir share the work (each summary includes every run finished by any of them)."""
+              threads: int = 2, progress: bool = True, shard: tuple[int, int] = (0, 1), order: str = "seed") -> dict:
+    """Train, evaluate and analyse every arm at every seed of ``cfg`` under ``out_dir`` in ``run_order``;
+    returns the sweep.json dict (rewritten from the finished runs' JSON after every run).  shard (k, n): run
+    only runs k, k + n, k + 2n, ... of that order, so n processes with the same arguments and out_dir share
+    the work (each summary includes every run finished by any of them)."""
     check_shard(shard)
+    runs = run_order(cfg, order)
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
     data, data_meta = load_data(cfg.train, cache_dir)
     check_split_sizes(data, cfg.train.seq_len, cfg.eval, cfg.analysis_multiplier, cfg.analysis_windows)
     result = summarise(cfg, out_dir, data_meta, threads, device, 0.0)
-    order = [(arm, seed) for seed in cfg.seeds for arm in cfg.arms]
-    for arm, seed in order[shard[0]::shard[1]]:
+    for arm, seed in runs[shard[0]::shard[1]]:
         _sweep_run(cfg, arm, seed, out_dir, data, data_meta, device, threads, progress)
         result = summarise(cfg, out_dir, data_meta, threads, device, time.perf_counter() - t0)
     return result

@@ -54,6 +54,7 @@ REFUSED = {
     "sweep two seeds": (["sweep", "--out", "{tmp}/s", "--seeds", "0", "1"], ["--seeds must", "at least 3"]),
     "sweep too few windows": (["sweep", "--out", "{tmp}/s", "--n-tokens", "1000"],
                               ["--n-tokens must be >= 4 x --seq-len", "32768", "got 1000"]),
+    "sweep bad order": (["sweep", "--out", "{tmp}/s", "--order", "random"], ["--order must be one of seed, arm", "'random'"]),
     "sweep bad shard": (["sweep", "--out", "{tmp}/s", "--shard", "2/2"], ["--shard", "'2/2'"]),
     "sweep empty out": (["sweep", "--out", ""], ["--out", "empty path"]),
     "sweep unknown preset": (["sweep", "--out", "{tmp}/s", "--preset", "tpu"], ["--preset", "'tpu'"]),

@@ -11,7 +11,7 @@ from accum.cli import main
 from accum.probes.data import char_data
 from accum.probes.evaluate import EvalConfig, evaluate_lengths, position_nll
 from accum.probes.model import ARMS
-from accum.probes.sweep import SweepConfig, run_sweep
+from accum.probes.sweep import SweepConfig, run_order, run_sweep
 from accum.probes.train import TrainConfig, build_model, load_checkpoint, lr_at, train
 
 torch.set_num_threads(1)
@@ -181,6 +181,8 @@ def test_partial_sweep_is_reported_incomplete(tmp_path, monkeypatch, capsys):
     """Shard 0/2 of the 6 runs finishes runs 0, 2, 4 (nope/seed0, nope/seed1, nope/seed2): the summary says so
     and ``accum probe report`` prints it without training."""
     monkeypatch.setattr("accum.probes.sweep.load_data", lambda cfg, cache: (DATA, {"source": "test"}))
+    assert run_order(SWEEP, "arm")[:3] == [("nope", 0), ("nope", 1), ("nope", 2)]
+    assert run_order(SWEEP, "seed")[:2] == [("nope", 0), ("learned_qkv", 0)]
     res = run_sweep(SWEEP, tmp_path, progress=False, threads=1, shard=(0, 2))
     assert not res["complete"] and res["missing"] == [["learned_qkv", 0], ["learned_qkv", 1], ["learned_qkv", 2]]
     assert res["arms"]["learned_qkv"]["n_seeds"] == 0 and res["arms"]["nope"]["n_seeds"] == 3
