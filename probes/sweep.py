@@ -185,6 +185,11 @@ def markdown_table(seq_len: int, multipliers: list[int], arms: dict, verdict_row
         far2 = cell("far_mass", 1) if len(multipliers) > 1 else "n/a"
         lines.append(f"| {arm} | {cell('ppl')} | {cell('ratio')} | {cell('ppl_last_segment')} | "
                      f"{cell('ratio_last_segment')} | {far2} | {cell('far_mass')} | {st['tokens_per_second']['mean']:.0f} |")
+    spreads = {arm: st["angle_spread"] for arm, st in arms.items() if st.get("angle_spread")}
+    if spreads:
+        lines += ["", "Learned angle spread per plane b = 0, 1, ... (radians: sd over token ids of pi tanh E[v]_b, "
+                  "mean over layers, heads and seeds; 0 at init):", ""]
+        lines += [f"- {arm}: " + ", ".join(f"{v:.3f}" for v in spread) for arm, spread in spreads.items()]
     lines += ["", "Verdicts (95% t interval over paired seeds of d; rule in each row):", "",
               "| claim | metric | rule | seeds | d mean | 95% interval | verdict |", "|---|---|---|---:|---:|---:|---|"]
     for r in verdict_rows:

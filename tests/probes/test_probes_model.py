@@ -314,3 +314,15 @@ def test_random_arm_draws_differ_between_passes():
         a, b = (model(idx, None, model.draw_uniforms(1, 12, g)).logits for _ in range(2))
     assert not torch.allclose(a, b)
     assert tiny_model("rope").draw_uniforms(1, 3, g) is None
+
+
+@pytest.mark.parametrize("arm", TOKEN_ARMS)
+def test_token_tables_receive_gradients_only_for_seen_tokens(arm):
+    """The zero-initialised table must still learn: d loss / d E[v] is nonzero for tokens in the batch (the
+    derivative of pi tanh at 0 is pi) and exactly zero for the others."""
+    model = ProbeModel(ModelConfig(arm=arm, vocab_size=VOCAB, d_model=16, n_heads=2, n_layers=1),
+                       torch.Generator().manual_seed(2)).double()
+    idx = torch.tensor([[0, 1, 2, 3, 1, 2, 0, 3]])
+    model(idx).logits.square().mean().backward()
+    grad = model.blocks[0].attn.angle_table.weight.grad
+    assert grad[:4].abs().sum(-1).min() > 0 and torch.equal(grad[4:], torch.zeros_like(grad[4:]))
