@@ -273,10 +273,13 @@ def load_sweep(path: Path) -> dict:
         raise ParamError(f"--sweep {path}: no such file (a sweep.json from `accum probe sweep`)")
     try:
         sweep = read_json(path)
-        SweepConfig(train=TrainConfig.from_dict(sweep["config"]["train"]), eval=EvalConfig(**{
-            **sweep["config"]["eval"], "multipliers": tuple(sweep["config"]["eval"]["multipliers"])}),
-            arms=tuple(sweep["config"]["arms"]), seeds=tuple(sweep["config"]["seeds"]))
-        sweep["runs"], sweep["verdicts"], sweep["table_markdown"]
+        cfg = sweep["config"]
+        SweepConfig(train=TrainConfig.from_dict(cfg["train"]),
+                    eval=EvalConfig(**{**cfg["eval"], "multipliers": tuple(cfg["eval"]["multipliers"])}),
+                    arms=tuple(cfg["arms"]), seeds=tuple(cfg["seeds"]))
+        absent = [key for key in ("runs", "missing", "verdicts") if key not in sweep]
+        if absent:
+            raise KeyError(", ".join(absent))
     except (ValueError, KeyError, TypeError) as err:
         raise ParamError(f"--sweep {path}: not a multi-seed probe sweep ({type(err).__name__}: {err})") from None
     return sweep

@@ -178,3 +178,24 @@ def test_eval_on_too_short_a_split_names_the_flags(tmp_path, finished_run, monke
                            "--json", str(tmp_path / "e.json")], capsys)
     assert status == 2 and "--multipliers: " in err and "seq_len 16" in err and "--n-tokens" in err, err
     assert not (tmp_path / "e.json").exists()
+
+
+def test_report_reads_the_committed_sweep_without_training(monkeypatch, capsys):
+    """`accum probe report` on the shipped probes/results/cpu/sweep.json: no data, no training; its stored
+    verdicts are the ones recomputed from its per-run numbers, and the header says how complete it is."""
+    import json
+    from pathlib import Path
+
+    from accum.probes import stats
+    def forbidden(*args, **kwargs):
+        raise AssertionError("data was loaded or a model trained")
+    for target in ("accum.probes.cli.train", "accum.probes.cli.load_data", "accum.probes.cli.run_sweep"):
+        monkeypatch.setattr(target, forbidden)
+    path = Path(__file__).resolve().parents[2] / "probes" / "results" / "cpu" / "sweep.json"
+    shipped = json.loads(path.read_text())
+    assert shipped["verdicts"] == json.loads(json.dumps(stats.verdicts(shipped["runs"], shipped["config"]["arms"])))
+    assert main(["probe", "report", "--sweep", str(path)]) == 0
+    out = capsys.readouterr().out
+    done = sum(len(r) for r in shipped["runs"].values())
+    assert f"{done} of 33 (arm, seed) runs finished; complete: {str(shipped['complete']).lower()}" in out
+    assert out.count("| random_beats_rope |") == 2 and "learned_stays_near_1x" in out
