@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: verify test bench figures clean
+.PHONY: verify test bench figures probes-gpu clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ bench: $(STAMP)
 
 figures: $(STAMP)
 	$(BIN)/accum figures --out results/figures
+
+# C7 probes, GPU preset (one H200, about 8 minutes, not yet run): results in probes/results/gpu/
+probes-gpu: $(STAMP)
+	ACCUM=$(BIN)/accum sh probes/run_gpu.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info

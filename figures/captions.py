@@ -44,15 +44,18 @@ def caption(spec: FigureSpec, measured: Sequence[Measured], theory: Theory, root
 
 
 def probes_caption(spec: FigureSpec, sweep: dict, path: Path) -> str:
-    """Caption of figure 6 from the probes' sweep.json (training and evaluation config and seeds)."""
+    """Caption of figure 6 from the probes' multi-seed sweep.json: config, seeds per arm, what is missing."""
     train, evaluation = sweep["config"]["train"], sweep["config"]["eval"]
-    keys = ("d_model", "n_heads", "n_layers", "seq_len", "batch_size", "steps", "lr")
+    keys = ("d_model", "n_heads", "n_layers", "seq_len", "batch_size", "steps", "lr", "tokenizer", "bpe_vocab")
     model = ", ".join(f"{k}={train[k]}" for k in keys if k in train)
-    head = (f"{spec.name}: {spec.summary} Arms: {', '.join(sweep['arms'])}; train length L={sweep['seq_len']}; "
-            f"training seed {train.get('seed', '?')}, evaluation seed {evaluation.get('seed', '?')}.")
-    missing = [arm for arm in sweep["config"].get("arms", []) if arm not in sweep["arms"]]
-    partial = [f"Partial sweep: arms not finished yet: {', '.join(missing)}."] if missing else []
+    seeds = ", ".join(f"{arm} {st.get('seeds', [])}" for arm, st in sweep["arms"].items())
+    head = (f"{spec.name}: {spec.summary} Train length L={sweep['seq_len']} tokens; training seeds per arm: {seeds}; "
+            f"evaluation seed {evaluation.get('seed', '?')}. Lines: mean over training seeds; bands: 95% Student t "
+            "interval over seeds (none with one seed).")
+    missing = sweep.get("missing", [])
+    partial = [f"Partial sweep: {len(missing)} (arm, seed) runs not finished: "
+               + ", ".join(f"{a}/seed{s}" for a, s in missing) + "."] if missing else []
     return "\n".join([head, *partial, f"Training: {model}.",
                       f"Evaluation: multipliers {sweep['multipliers']}, {evaluation.get('n_tokens', '?')} validation "
-                      f"targets per length (the same targets at every length).",
+                      f"targets per length (the same targets at every length, >= 4 windows).",
                       f"Data: {path}."]) + "\n"

@@ -26,9 +26,9 @@ from .plots import BUILDERS, STYLE, fig_probes
 from .specs import ExtraFamily, FigureSpec, figure_specs
 
 DEFAULT_OUT = Path("results/figures")
-DEFAULT_PROBES = Path("results/probes/sweep.json")
+DEFAULT_PROBES = Path("probes/results/cpu/sweep.json")
 FORMATS = ("png", "pdf")
-PROBE_KEYS = ("config", "seq_len", "multipliers", "arms")
+PROBE_KEYS = ("config", "seq_len", "multipliers", "arms", "runs", "missing")
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,9 @@ def read_probe_sweep(path: Path) -> dict | None:
     except OSError as err:
         raise ResultError(f"{path}: cannot read probe results ({err.strerror})") from None
     if not isinstance(data, dict) or any(k not in data for k in PROBE_KEYS) or not data["arms"]:
-        raise ResultError(f"{path}: not a probe sweep (needs keys {', '.join(PROBE_KEYS)} and at least one arm)")
+        raise ResultError(f"{path}: not a multi-seed probe sweep (needs keys {', '.join(PROBE_KEYS)} and at least one arm)")
+    if not any(st.get("n_seeds") for st in data["arms"].values()):
+        raise ResultError(f"{path}: no finished (arm, seed) run yet")
     return data
 
 
@@ -98,8 +100,9 @@ def probes_figure(spec: FigureSpec, sweep: dict | None, probes: Path, out_dir: P
     if sweep is None:
         return Outcome(spec.name, (), f"skipped: no probe results at {probes} (run `accum probe sweep` first)")
     files = save_figure(fig_probes(sweep), out_dir, spec.name, probes_caption(spec, sweep, probes))
-    planned = len(sweep["config"].get("arms", sweep["arms"]))
-    return Outcome(spec.name, files, f"{len(sweep['arms'])} of {planned} probe arms")
+    done = sum(st.get("n_seeds", 0) for st in sweep["arms"].values())
+    planned = len(sweep["config"]["arms"]) * len(sweep["config"]["seeds"])
+    return Outcome(spec.name, files, f"{done} of {planned} probe runs (arm x seed)")
 
 
 def make_figures(out_dir: str | Path = DEFAULT_OUT, results_dir: str | Path = DEFAULT_RESULTS, *, quick: bool = False,

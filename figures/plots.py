@@ -63,10 +63,14 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h")
 K_SE = 2.0
 
 PROBE_LABELS = {
-    "nope": "NoPE", "rope": "RoPE", "alibi": "ALiBi", "random": "random accumulated SO(2)",
+    "nope": "NoPE", "rope": "RoPE", "alibi": "ALiBi", "random": r"random SO(2), $U(\pm\omega)$ (QK)",
+    "random_drift": r"random SO(2), $U(0, 2\omega)$ (QK)", "random_qkv": r"random SO(2), $U(\pm\omega)$ (QKV)",
+    "random_drift_qkv": r"random SO(2), $U(0, 2\omega)$ (QKV)",
     "learned": "learned token angles (QK)", "learned_qkv": "learned token angles (QKV)",
-    "path": "PaTH (Householder)",
+    "gain": r"hidden-state gain $\omega(1 + Wh)$ (QK)", "path": "PaTH (Householder)",
 }
+#: colours of the probe arms that ``COLORS`` does not name (value-rotating arms are drawn dashed)
+PROBE_COLORS = {"random_drift": "#17becf", "random_qkv": "#1f77b4", "random_drift_qkv": "#17becf", "gain": "#bcbd22"}
 
 
 def color(series: str, index: int = 0) -> str:
@@ -295,29 +299,46 @@ def fig_far_residual(measured: Sequence[Measured], theory: Theory) -> Figure:
 
 @styled
 def fig_probes(sweep: dict) -> Figure:
-    """Figure 6: probe perplexity versus evaluation length / train length, one line per arm, from the
-    probes' ``sweep.json`` (whole windows left, last train-length segment right)."""
-    fig = Figure(figsize=(11, 4.4), layout="constrained")
-    axes = fig.subplots(1, 2, sharey=True)
+    """Figure 6 from the probes' multi-seed ``sweep.json``: per arm the mean over training seeds of (a) the
+    perplexity over all positions, (b) over the last train-length segment of each window, (c) the far
+    attention mass (keys >= L_train back), versus evaluation length / train length; bands are the 95%
+    Student t intervals over seeds (arms with one finished seed are drawn without a band; on the log axes a
+    lower edge below half the arm's smallest mean, e.g. <= 0, is drawn at that floor)."""
+    fig = Figure(figsize=(15, 4.6), layout="constrained")
+    axes = fig.subplots(1, 3)
     mult = np.asarray(sweep["multipliers"], dtype=float)
-    for ax, key, title in zip(axes, ("ppl", "ppl_last_segment"),
-                              ("(a) all positions of each window", "(b) last train-length segment of each window")):
-        for i, (arm, res) in enumerate(sweep["arms"].items()):
-            ax.plot(mult, res[key], marker=marker(i), color=color(arm, i), label=PROBE_LABELS.get(arm, arm))
-        ax.axvline(1.0, color="0.5", linewidth=1.0, linestyle=":",
-                   label=rf"train length $L = {sweep['seq_len']}$ tokens")
+    unit = "BPE token" if sweep["config"]["train"].get("tokenizer") == "bpe" else "character"
+    panels = (("ppl", "(a) perplexity, all positions of each window", f"perplexity (per {unit})"),
+              ("ppl_last_segment", "(b) perplexity, last train-length segment", f"perplexity (per {unit})"),
+              ("far_mass", r"(c) attention mass on keys $\geq L$ back", "far attention mass"))
+    drawn = {arm: st for arm, st in sweep["arms"].items() if st.get("n_seeds")}
+    for ax, (key, title, ylabel) in zip(axes, panels):
+        for i, (arm, st) in enumerate(drawn.items()):
+            mean = np.array([np.nan if v is None else v for v in st[key]["mean"]], dtype=float)
+            style = {"color": PROBE_COLORS.get(arm, color(arm, i)), "marker": marker(i), "markersize": 4,
+                     "linestyle": "--" if arm.endswith("_qkv") else "-"}
+            ax.plot(mult, mean, label=f"{PROBE_LABELS.get(arm, arm)} (n={st['n_seeds']})", **style)
+            ci = st[key]["ci95"]
+            if any(c is not None for c in ci):
+                lo = np.array([np.nan if c is None else c[0] for c in ci], dtype=float)
+                hi = np.array([np.nan if c is None else c[1] for c in ci], dtype=float)
+                if key != "far_mass":
+                    lo = np.maximum(lo, np.nanmin(mean) * 0.5)  # a t interval can reach below 0 on a log axis
+                ax.fill_between(mult, lo, hi, color=style["color"], alpha=0.15, linewidth=0)
+        ax.axvline(1.0, color="0.5", linewidth=1.0, linestyle=":")
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
         plain_ticks(ax, mult)
-        plain_log_y(ax, subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0))  # perplexities span less than a decade
-        ax.set_xlabel(r"evaluation length / train length $L_{\mathrm{eval}} / L$")
+        if key != "far_mass":
+            ax.set_yscale("log")
+            plain_log_y(ax, subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0))
+        ax.set_xlabel(rf"evaluation length / train length ($L = {sweep['seq_len']}$ tokens)")
+        ax.set_ylabel(ylabel)
         ax.set_title(title)
-    axes[0].set_ylabel("perplexity (per character)")
-    axes[0].legend(loc="upper left")
-    planned = sweep["config"].get("arms", list(sweep["arms"]))
-    done = len(sweep["arms"])
-    partial = f" (partial sweep: {done} of {len(planned)} arms)" if done < len(planned) else ""
-    fig.suptitle(f"C7: attention probes evaluated past their train length{partial}", fontsize=10)
+    axes[0].legend(loc="upper left", fontsize=7)
+    n_runs = sum(st.get("n_seeds", 0) for st in sweep["arms"].values())
+    planned = len(sweep["config"]["arms"]) * len(sweep["config"]["seeds"])
+    partial = f" (partial sweep: {n_runs} of {planned} runs)" if n_runs < planned else ""
+    fig.suptitle(f"C7: attention probes past their train length, mean and 95% interval over seeds{partial}", fontsize=10)
     return fig
 
 

@@ -7,8 +7,8 @@ Measured (any arm), from the attention weights a_ij of validation windows of len
 * window        W_h = mean over queries i >= T/2 of min{n : sum_{0 <= l < n} a_{i, i-l} >= level}
                 (effective mixing window: lags holding ``level`` of the mass).
 
-Predicted (angle arms: rope, random, learned, learned_qkv) from the learned angle law.  If the step
-angles theta_tb were i.i.d. with characteristic function phi_b = E exp(i theta_b), the expected relative
+Predicted (angle arms: rope, the random, learned and gain arms) from the angle law of each head.  If
+the step angles theta_tb of a head were i.i.d. with characteristic function phi_b = E exp(i theta_b), the expected relative
 rotation over lag n is E exp(i (Theta_i - Theta_{i-n})) = phi_b^n (the SO(2) case of the incoherence
 claim C1: ||E A_n ... A_1|| = max_b |phi_b|^n).  A head's query/key content in plane b enters the
 score with weight c_hb = E|q_b| E|k_b| (plane norms), so its coherent score fraction at lag n is
@@ -70,29 +70,30 @@ def plane_weights(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
 
 
 def iid_coherence(step_angles: torch.Tensor, lags: torch.Tensor) -> torch.Tensor:
-    """|phi_b|^n with phi_b = mean_{batch, t} exp(i theta_tb): (P,) -> (N_lags, P)."""
+    """|phi_hb|^n with phi_hb = mean_{batch, t} exp(i theta_thb): (B, H, T, P) -> (H, N_lags, P)."""
     th = step_angles.double()
-    phi = torch.complex(torch.cos(th), torch.sin(th)).mean(dim=(0, 1)).abs()
-    return phi[None, :] ** lags[:, None].double()
+    phi = torch.complex(torch.cos(th), torch.sin(th)).mean(dim=(0, 2)).abs()
+    return phi[:, None, :] ** lags[None, :, None].double()
 
 
 def empirical_coherence(step_angles: torch.Tensor, lags: torch.Tensor) -> torch.Tensor:
-    """|mean_{b, i >= n} exp(i (Theta_i - Theta_{i-n}))| per plane: (N_lags, P)."""
+    """|mean_{batch, i >= n} exp(i (Theta_i - Theta_{i-n}))| per head and plane: (B, H, T, P) -> (H, N_lags, P)."""
     cum = accumulate_angles(step_angles)
+    t = cum.shape[2]
     rows = []
     for n in lags.tolist():
-        diff = cum[:, n:] - cum[:, : cum.shape[1] - n]
-        rows.append(torch.complex(torch.cos(diff), torch.sin(diff)).mean(dim=(0, 1)).abs())
-    return torch.stack(rows)
+        diff = cum[:, :, n:] - cum[:, :, : t - n]
+        rows.append(torch.complex(torch.cos(diff), torch.sin(diff)).mean(dim=(0, 2)).abs())
+    return torch.stack(rows, dim=1)
 
 
 def coherent_fraction(weights_hb: torch.Tensor, coherence: torch.Tensor) -> torch.Tensor:
-    """C_h(n) = sum_b c_hb coh_b(n) / sum_b c_hb for weights (H, P), coherence (N_lags, P): (H, N_lags)."""
-    return (coherence[None] * weights_hb[:, None, :]).sum(-1) / weights_hb.sum(-1, keepdim=True)
+    """C_h(n) = sum_b c_hb coh_hb(n) / sum_b c_hb for weights (H, P), coherence (H, N_lags, P): (H, N_lags)."""
+    return (coherence * weights_hb[:, None, :]).sum(-1) / weights_hb.sum(-1, keepdim=True)
 
 
 def predicted_window(weights_hb: torch.Tensor, coherence: torch.Tensor, lags: torch.Tensor, eps: float) -> torch.Tensor:
-    """W_h = first lag with sum_b c_hb coh_b(n) / sum_b c_hb <= eps (last lag + 1 if none): (H,)."""
+    """W_h = first lag with C_h(n) <= eps (last lag + 1 if none), coherence (H, N_lags, P): (H,)."""
     below = coherent_fraction(weights_hb, coherence) <= eps
     first = torch.where(below.any(-1), below.double().argmax(-1), torch.full_like(below[:, 0], lags.numel(),
                                                                                dtype=torch.long))
@@ -135,7 +136,7 @@ def analyse(model: ProbeModel, x: torch.Tensor, seq_len: int, generator: torch.G
     lags = torch.arange(x.shape[1])
     layers, pred_all, meas_all, coh_all, far_all = [], [], [], [], []
     hidden = model.embed(x)
-    for block, weights, angles in zip(model.blocks, out.weights, out.step_angles):
+    for index, (block, weights, angles) in enumerate(zip(model.blocks, out.weights, out.step_angles)):
         q, k, _ = (z.cpu() for z in block.attn.heads(block.ln1(hidden)))
         weights, angles = weights.cpu(), None if angles is None else angles.cpu()
         layer = {"far_mass": far_mass(weights, seq_len).tolist(), "window": mixing_window(weights, level).tolist()}
@@ -144,14 +145,15 @@ def analyse(model: ProbeModel, x: torch.Tensor, seq_len: int, generator: torch.G
             iid, emp = iid_coherence(angles, lags), empirical_coherence(angles, lags)
             layer["window_pred_iid"] = predicted_window(c, iid, lags, eps).tolist()
             layer["window_pred_empirical"] = predicted_window(c, emp, lags, eps).tolist()
-            layer["coherent_fraction_far_iid"] = coherent_fraction(c, iid[seq_len:seq_len + 1])[:, 0].tolist()
-            layer["coherent_fraction_far_empirical"] = coherent_fraction(c, emp[seq_len:seq_len + 1])[:, 0].tolist()
+            layer["coherent_fraction_far_iid"] = coherent_fraction(c, iid[:, seq_len:seq_len + 1])[:, 0].tolist()
+            layer["coherent_fraction_far_empirical"] = coherent_fraction(c, emp[:, seq_len:seq_len + 1])[:, 0].tolist()
             pred_all += layer["window_pred_iid"]
             meas_all += layer["window"]
             coh_all += layer["coherent_fraction_far_iid"]
             far_all += layer["far_mass"]
         layers.append(layer)
-        hidden, _ = block(hidden, model.empty_states(x.shape[0])[0], uniforms, False)
+        u_layer = None if uniforms is None else uniforms[:, :, index]
+        hidden, _ = block(hidden, x, model.empty_states(x.shape[0])[0], u_layer, False)
     return {"length": x.shape[1], "far_lag": seq_len, "level": level, "eps": eps, "layers": layers,
             "spearman_window_pred_vs_measured": _rho(pred_all, meas_all),
             "spearman_far_coherence_vs_far_mass": _rho(coh_all, far_all)}

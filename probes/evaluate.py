@@ -1,11 +1,13 @@
 """Perplexity at 1x, 2x, 4x ... L_train with memory linear in the length.
 
 Each length L = m * L_train scores the same first ``n_tokens`` validation targets, cut into
-floor(n_tokens / L) consecutive windows (at least one).  A window is run through ``chunked_logits`` in
+floor(n_tokens / L) consecutive windows (at least one).  A window is run through the model's state-carrying pass in
 chunks of ``chunk`` tokens, carrying the per-layer KV state, so the largest tensors are the state
 (O(L d)) and one chunk's scores (O(chunk L)): linear in L.  Besides the perplexity over all positions
 (exp of the mean NLL) the mean NLL of every L_train-long segment of the window is kept, so one can see
-where in a long window a model breaks.
+where in a long window a model breaks, and the far attention mass of every layer and head: the mean over
+queries i >= L_train of sum_{j <= i - L_train} a_ij (mass on keys farther back than any training context),
+computed from the same chunked pass (its weights are (B, H, chunk, L) per layer, linear in L).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import torch
 from torch.nn import functional as F
 
 from accum.probes.data import eval_windows
-from accum.probes.model import ProbeModel, check_int, chunked_logits
+from accum.probes.model import ProbeModel, check_int
 
 DEFAULT_MULTIPLIERS = (1, 2, 4, 8, 16, 32, 64)
 MAX_MULTIPLIER = 2**16
@@ -50,41 +52,76 @@ class EvalConfig:
         return {**asdict(self), "multipliers": list(self.multipliers)}
 
 
+def chunk_far_mass(weights: torch.Tensor, first: int, far: int) -> tuple[torch.Tensor, int]:
+    """Far mass summed over the chunk's queries: weights (B, H, c, N) of queries first .. first+c-1 over keys
+    0 .. N-1.  Query i contributes sum_{j <= i - far} a_ij when i >= far.  Returns ((H,) float64 sums, number
+    of contributing (window, query) pairs)."""
+    b, _, c, n = weights.shape
+    last_key = torch.arange(first, first + c, device=weights.device) - far  # (c,)
+    valid = last_key >= 0
+    if not bool(valid.any()):
+        return torch.zeros(weights.shape[1], dtype=torch.float64), 0
+    cum = weights.double().cumsum(-1)[:, :, valid]  # (B, H, c_valid, N)
+    idx = last_key[valid].view(1, 1, -1, 1).expand(b, weights.shape[1], -1, 1)
+    return cum.gather(-1, idx)[..., 0].sum(dim=(0, 2)).cpu(), b * int(valid.sum())
+
+
 @torch.no_grad()
-def position_nll(model: ProbeModel, x: torch.Tensor, y: torch.Tensor, chunk: int,
-                 uniforms: torch.Tensor | None) -> torch.Tensor:
-    """Next-token NLL (nats) at every position, (B, L), from the chunked (state-carrying) pass."""
+def position_nll(model: ProbeModel, x: torch.Tensor, y: torch.Tensor, chunk: int, uniforms: torch.Tensor | None,
+                 far: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Next-token NLL (nats) at every position, (B, L), from the chunked (state-carrying) pass, and, when
+    ``far`` is given, the far attention mass per layer and head (n_layers, H) (NaN where no query i >= far)."""
+    check_int("chunk", chunk, 1)
     out = torch.empty(y.shape, dtype=torch.float64, device=y.device)
-    for a, logits in chunked_logits(model, x, chunk, uniforms):
-        c = logits.shape[1]
+    n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
+    sums, count = torch.zeros(n_layers, n_heads, dtype=torch.float64), 0
+    states = None
+    for a in range(0, x.shape[1], chunk):
+        u = None if uniforms is None else uniforms[:, a:a + chunk]
+        res = model(x[:, a:a + chunk], states, u, need_weights=far is not None)
+        states, logits, c = res.states, res.logits, min(chunk, x.shape[1] - a)
         nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y[:, a:a + c].reshape(-1), reduction="none")
         out[:, a:a + c] = nll.view(y.shape[0], c).to(torch.float64)
-    return out
+        if far is not None:
+            for layer, w in enumerate(res.weights):
+                layer_sum, n = chunk_far_mass(w, a, far)
+                sums[layer] += layer_sum
+            count += n
+    if far is None:
+        return out, None
+    return out, (sums / count if count else torch.full_like(sums, float("nan")))
 
 
 def evaluate_length(model: ProbeModel, val_ids: torch.Tensor, seq_len: int, multiplier: int, cfg: EvalConfig,
                     generator: torch.Generator, device: str = "cpu") -> dict:
-    """Perplexity of ``model`` on windows of length multiplier * seq_len.
+    """Perplexity and far attention mass of ``model`` on windows of length multiplier * seq_len.
 
     Returns {"multiplier", "length", "windows", "tokens", "nll", "ppl", "ppl_last_segment",
-    "segment_nll" (mean NLL per seq_len-long segment), "seconds"}.
+    "segment_nll" (mean NLL per seq_len-long segment), "far_mass" ([layer][head], None at 1x),
+    "far_mass_mean" (over layers and heads; None at 1x), "seconds"}.
     """
     length = multiplier * seq_len
     x, y = eval_windows(val_ids, length, cfg.n_tokens)
     per_call = max(1, cfg.tokens_per_batch // length)
     sums = torch.zeros(length, dtype=torch.float64)
+    far_sum = torch.zeros(model.cfg.n_layers, model.cfg.n_heads, dtype=torch.float64)
     t0 = time.perf_counter()
     for b in range(0, x.shape[0], per_call):
         xb, yb = x[b:b + per_call].to(device), y[b:b + per_call].to(device)
         uniforms = model.draw_uniforms(xb.shape[0], length, generator)
         uniforms = None if uniforms is None else uniforms.to(device)
-        sums += position_nll(model, xb, yb, cfg.chunk, uniforms).sum(0).cpu()
+        nll, far = position_nll(model, xb, yb, cfg.chunk, uniforms, seq_len)
+        sums += nll.sum(0).cpu()
+        far_sum += far * xb.shape[0]
     per_pos = sums / x.shape[0]
     segments = per_pos.view(multiplier, seq_len).mean(1)
     nll = per_pos.mean().item()
+    far_mass = None if multiplier == 1 else (far_sum / x.shape[0]).tolist()
     return {"multiplier": multiplier, "length": length, "windows": x.shape[0], "tokens": x.numel(),
             "nll": nll, "ppl": math.exp(nll), "ppl_last_segment": math.exp(segments[-1].item()),
-            "segment_nll": segments.tolist(), "seconds": time.perf_counter() - t0}
+            "segment_nll": segments.tolist(), "far_mass": far_mass,
+            "far_mass_mean": None if far_mass is None else float((far_sum / x.shape[0]).mean()),
+            "seconds": time.perf_counter() - t0}
 
 
 def evaluate_lengths(model: ProbeModel, val_ids: torch.Tensor, seq_len: int, cfg: EvalConfig,

@@ -5,12 +5,18 @@ Arms (all share ``Attention``; q, k, v have shape (B, H, T, d) with d = d_model 
 * ``nope``        no positional information.
 * ``rope``        A_t = R(omega) for every token: Theta_t = (t+1) omega (RoFormer, interleaved planes).
 * ``alibi``       no transform; score bias -m_h (i - j) (Press et al. 2022).
-* ``random``      accumulated SO(2) with theta_tb ~ U(-omega_b, +omega_b), drawn fresh every forward pass
-                  from caller-supplied uniforms (shared by all layers and heads).
-* ``learned``     token-dependent angles theta_tb = omega_b (1 + (W_l x_t)_b), per token and per layer,
-                  W_l = 0 at init (so the arm starts as RoPE); queries and keys rotated (QK-only).
-* ``learned_qkv`` the same angles, values rotated too: v_j -> R(-Theta_j) v_j before mixing and the
-                  output rotated back by R(Theta_i), so v_j reaches i transported by A_i ... A_{j+1}.
+* ``random``      accumulated SO(2) with theta_tb ~ U(-omega_b, +omega_b), independent per layer, head,
+                  token and plane, drawn fresh every forward pass (training and evaluation) from
+                  caller-supplied uniforms.
+* ``random_drift`` the same with theta_tb ~ U(0, 2 omega_b) (mean step omega_b, as RoPE).
+* ``learned``     the paper's token-dependent angles: per layer and head a token table E (vocab x planes),
+                  zero at init, theta_tb = omega_b - pi tanh(E[x_t])_b (accum's sign; the arm equals RoPE
+                  at init and any angle is reachable; see ``transforms.token_step_angles``).  QK-only.
+* ``gain``        a different method (the earlier ``learned``): theta_tb = omega_b (1 + (W_l h_t)_b) from the
+                  hidden state h_t, shared by the heads of a layer, W_l = 0 at init.  QK-only.
+* ``*_qkv``       (``random_qkv``, ``random_drift_qkv``, ``learned_qkv``) the same angles, values rotated too:
+                  v_j -> R(-Theta_j) v_j before mixing and the output rotated back by R(Theta_i), so v_j
+                  reaches i transported by A_i ... A_{j+1}.
 * ``path``        PaTH Householder steps A_t = I - beta_t w_t w_t^T per head, beta_t = 2 sigmoid(a . x_t + c),
                   w_t = normalise(U V x_t) with V: d_model -> rank, U: rank -> H d.
 
@@ -34,8 +40,11 @@ from torch.nn import functional as F
 
 from accum.probes import transforms as tf
 
-ARMS = ("nope", "rope", "alibi", "random", "learned", "learned_qkv", "path")
-ANGLE_ARMS = ("rope", "random", "learned", "learned_qkv")
+RANDOM_ARMS = ("random", "random_drift", "random_qkv", "random_drift_qkv")
+TOKEN_ARMS = ("learned", "learned_qkv")
+VALUE_ROTATING_ARMS = ("random_qkv", "random_drift_qkv", "learned_qkv")
+ARMS = ("nope", "rope", "alibi", *RANDOM_ARMS, *TOKEN_ARMS, "gain", "path")
+ANGLE_ARMS = ("rope", *RANDOM_ARMS, *TOKEN_ARMS, "gain")
 
 
 def check_int(name: str, value: object, low: int, high: int | None = None) -> None:
@@ -98,8 +107,8 @@ class LayerState:
     """What one attention layer carries between forward calls (its KV cache).
 
     keys: (B, H, N, d) keys rotated by R(-Theta_j) (angle arms) or transported to token N-1 (PaTH);
-    values: (B, H, N, d) (rotated by R(-Theta_j) for ``learned_qkv``); theta: float64 (B, P) accumulated
-    angle Theta_{N-1} (zeros before any token); n: number of tokens seen.
+    values: (B, H, N, d) (rotated by R(-Theta_j) for the ``*_qkv`` arms); theta: float64 (B, H, P)
+    accumulated angle Theta_{N-1} (zeros before any token); n: number of tokens seen.
     """
 
     keys: torch.Tensor
@@ -125,7 +134,8 @@ class ModelOutput(NamedTuple):
 def empty_state(batch: int, cfg: ModelConfig, like: torch.Tensor) -> LayerState:
     """State before any token, matching the dtype/device of ``like``."""
     kv = like.new_zeros(batch, cfg.n_heads, 0, cfg.head_dim)
-    return LayerState(kv, kv, torch.zeros(batch, cfg.n_planes, dtype=torch.float64, device=like.device), 0)
+    theta = torch.zeros(batch, cfg.n_heads, cfg.n_planes, dtype=torch.float64, device=like.device)
+    return LayerState(kv, kv, theta, 0)
 
 
 class Attention(nn.Module):
@@ -140,7 +150,9 @@ class Attention(nn.Module):
         self.register_buffer("omega", tf.rope_omega(cfg.head_dim, cfg.rope_base, torch.float64), persistent=False)
         if cfg.arm == "alibi":
             self.register_buffer("slopes", tf.alibi_slopes(h), persistent=False)
-        if cfg.arm in ("learned", "learned_qkv"):
+        if cfg.arm in TOKEN_ARMS:
+            self.angle_table = nn.Embedding(cfg.vocab_size, h * cfg.n_planes)
+        if cfg.arm == "gain":
             self.angle_gain = nn.Linear(d, cfg.n_planes, bias=False)
         if cfg.arm == "path":
             self.w_down = nn.Linear(d, cfg.path_rank, bias=False)
@@ -157,60 +169,80 @@ class Attention(nn.Module):
         q, k, v = self.qkv(x).chunk(3, dim=-1)
         return self._split(q), self._split(k), self._split(v)
 
-    def _step_angles(self, x: torch.Tensor, uniforms: torch.Tensor | None) -> torch.Tensor:
-        """theta: (B, T, P) for the angle arms."""
-        arm, omega = self.cfg.arm, self.omega
-        if arm == "rope":
-            return omega.expand(x.shape[0], x.shape[1], -1)
-        if arm == "random":
-            if uniforms is None or uniforms.shape != (x.shape[0], x.shape[1], self.cfg.n_planes):
+    def uniforms_shape(self, batch: int, length: int) -> tuple[int, int, int, int]:
+        """Shape (B, T, H, P) of the U[0, 1) draws a random arm's layer takes."""
+        return (batch, length, self.cfg.n_heads, self.cfg.n_planes)
+
+    def _step_angles(self, x: torch.Tensor, idx: torch.Tensor, uniforms: torch.Tensor | None) -> torch.Tensor:
+        """Step angles theta (B, H, T, P) of the angle arms (float64 except the learned ones)."""
+        cfg, omega = self.cfg, self.omega
+        b, t = idx.shape
+        if cfg.arm == "rope":
+            return omega.expand(b, cfg.n_heads, t, -1)
+        if cfg.arm in RANDOM_ARMS:
+            want = self.uniforms_shape(b, t)
+            if uniforms is None or tuple(uniforms.shape) != want:
                 got = None if uniforms is None else tuple(uniforms.shape)
-                raise ValueError(f"arm 'random' needs uniforms of shape {(x.shape[0], x.shape[1], self.cfg.n_planes)}"
-                                 f" in [0, 1), got {got}")
-            return tf.random_step_angles(uniforms.to(torch.float64), omega)
-        return tf.learned_step_angles(self.angle_gain(x), omega)
+                raise ValueError(f"arm {cfg.arm!r} needs uniforms of shape {want} in [0, 1), got {got}")
+            low, high = (torch.zeros_like(omega), 2 * omega) if "drift" in cfg.arm else (-omega, omega)
+            return tf.uniform_step_angles(uniforms.to(torch.float64), low, high).transpose(1, 2)
+        if cfg.arm in TOKEN_ARMS:
+            rows = self.angle_table(idx).view(b, t, cfg.n_heads, cfg.n_planes).transpose(1, 2)
+            return tf.token_step_angles(rows, omega)
+        return tf.gain_step_angles(self.angle_gain(x), omega)[:, None].expand(-1, cfg.n_heads, -1, -1)
 
-    def forward(self, x: torch.Tensor, state: LayerState, uniforms: torch.Tensor | None = None,
+    def forward(self, x: torch.Tensor, idx: torch.Tensor, state: LayerState, uniforms: torch.Tensor | None = None,
                 need_weights: bool = False) -> AttentionOutput:
-        """x: (B, T, D) normalised hidden states of T new tokens following ``state``.
+        """x: (B, T, D) normalised hidden states of the T new tokens idx (B, T) following ``state``.
 
-        Returns y (B, T, D), the updated state, optionally the weights (B, H, T, N+T) and step angles.
+        uniforms: (B, T, H, P) draws for the random arms.  Returns y (B, T, D), the updated state,
+        optionally the weights (B, H, T, N+T), and the step angles (B, H, T, P) of the angle arms.
         """
         cfg = self.cfg
         q, k, v = self.heads(x)
         theta_steps, big_theta = None, None
         if cfg.arm in ANGLE_ARMS:
-            theta_steps = self._step_angles(x, uniforms)
+            theta_steps = self._step_angles(x, idx, uniforms)
             big_theta = tf.accumulate_angles(theta_steps, state.theta)
-            back = -big_theta[:, None]
-            q, k = tf.rotate_planes(q, back), tf.rotate_planes(k, back)
-            if cfg.arm == "learned_qkv":
-                v = tf.rotate_planes(v, back)
+            q, k = tf.rotate_planes(q, -big_theta), tf.rotate_planes(k, -big_theta)
+            if cfg.arm in VALUE_ROTATING_ARMS:
+                v = tf.rotate_planes(v, -big_theta)
         values = torch.cat((state.values, v), dim=2)
         if cfg.arm == "path":
             y, keys, weights = self._path_mix(x, q, k, values, state, need_weights)
         else:
             keys = torch.cat((state.keys, k), dim=2)
             y, weights = self._plain_mix(q, keys, values, state.n, need_weights)
-        if cfg.arm == "learned_qkv":
-            y = tf.rotate_planes(y, big_theta[:, None])
-        new_theta = state.theta if big_theta is None else big_theta[:, -1]
+        if cfg.arm in VALUE_ROTATING_ARMS:
+            y = tf.rotate_planes(y, big_theta)
+        new_theta = state.theta if big_theta is None else big_theta[:, :, -1]
         new_state = LayerState(keys, values, new_theta, state.n + x.shape[1])
         b, _, t, _ = y.shape
         return AttentionOutput(self.out(y.transpose(1, 2).reshape(b, t, cfg.d_model)), new_state, weights, theta_steps)
 
     def _plain_mix(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, n_prior: int,
                    need_weights: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """softmax(q keys^T / sqrt(d) + bias, causal) values for token positions n_prior .. n_prior+T-1."""
+        """softmax(q keys^T / sqrt(d) + bias, causal) values for token positions n_prior .. n_prior+T-1.
+
+        Without weights this is ``F.scaled_dot_product_attention`` (the same formula, fused kernels; ALiBi's
+        bias passed as a float mask); with weights the explicit softmax, whose probabilities are returned.
+        """
         t, n_all = q.shape[2], keys.shape[2]
-        scores = (q @ keys.transpose(-1, -2)) / math.sqrt(self.cfg.head_dim)
         qpos = torch.arange(n_prior, n_prior + t, device=q.device)[:, None]
         kpos = torch.arange(n_all, device=q.device)[None, :]
+        future = kpos > qpos
+        bias = None
         if self.cfg.arm == "alibi":
-            scores = scores - (self.slopes[:, None, None] * (qpos - kpos)).to(scores.dtype)
-        scores = scores.masked_fill(kpos > qpos, float("-inf"))
+            bias = (-(self.slopes[:, None, None] * (qpos - kpos))).to(q.dtype).masked_fill(future, float("-inf"))
+        if not need_weights:
+            if bias is None and n_prior == 0:
+                return F.scaled_dot_product_attention(q, keys, values, is_causal=True), None
+            mask = ~future if bias is None else bias
+            return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask), None
+        scores = (q @ keys.transpose(-1, -2)) / math.sqrt(self.cfg.head_dim)
+        scores = scores.masked_fill(future, float("-inf")) if bias is None else scores + bias
         probs = torch.softmax(scores, dim=-1)
-        return probs @ values, (probs if need_weights else None)
+        return probs @ values, probs
 
     def _path_mix(self, x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, values: torch.Tensor,
                   state: LayerState, need_weights: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
@@ -244,9 +276,9 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(cfg.d_model, cfg.mlp_ratio * cfg.d_model), nn.GELU(),
                                  nn.Linear(cfg.mlp_ratio * cfg.d_model, cfg.d_model))
 
-    def forward(self, x: torch.Tensor, state: LayerState, uniforms: torch.Tensor | None,
+    def forward(self, x: torch.Tensor, idx: torch.Tensor, state: LayerState, uniforms: torch.Tensor | None,
                 need_weights: bool) -> tuple[torch.Tensor, AttentionOutput]:
-        a = self.attn(self.ln1(x), state, uniforms, need_weights)
+        a = self.attn(self.ln1(x), idx, state, uniforms, need_weights)
         x = x + a.y
         return x + self.mlp(self.ln2(x)), a
 
@@ -263,11 +295,12 @@ class ProbeModel(nn.Module):
         self._init_weights(generator)
 
     def _init_weights(self, generator: torch.Generator) -> None:
-        """N(0, 0.02) weights, N(0, 0.02 / sqrt(2 L)) on residual outputs, zero biases, zero angle gains."""
+        """N(0, 0.02) weights, N(0, 0.02 / sqrt(2 L)) on residual outputs, zero biases, zero angle gains and
+        tables (so every learned-angle arm starts as RoPE)."""
         resid_std = 0.02 / math.sqrt(2 * self.cfg.n_layers)
         with torch.no_grad():
             for name, p in self.named_parameters():
-                if name.endswith("angle_gain.weight") or name.endswith("bias"):
+                if name.endswith(("angle_gain.weight", "angle_table.weight", "bias")):
                     p.zero_()
                 elif "ln" in name.split(".")[-2]:
                     p.fill_(1.0)
@@ -276,10 +309,12 @@ class ProbeModel(nn.Module):
                     p.copy_(torch.randn(p.shape, generator=generator, dtype=p.dtype) * std)
 
     def draw_uniforms(self, batch: int, length: int, generator: torch.Generator) -> torch.Tensor | None:
-        """Fresh U[0,1) draws (B, T, P) for the ``random`` arm (None for the other arms)."""
-        if self.cfg.arm != "random":
+        """Fresh U[0,1) draws (B, T, n_layers, H, P) for the random arms (None for the other arms)."""
+        if self.cfg.arm not in RANDOM_ARMS:
             return None
-        return torch.rand(batch, length, self.cfg.n_planes, generator=generator, dtype=torch.float64)
+        cfg = self.cfg
+        return torch.rand(batch, length, cfg.n_layers, cfg.n_heads, cfg.n_planes, generator=generator,
+                          dtype=torch.float64)
 
     def empty_states(self, batch: int) -> list[LayerState]:
         like = self.embed.weight
@@ -287,14 +322,15 @@ class ProbeModel(nn.Module):
 
     def forward(self, idx: torch.Tensor, states: list[LayerState] | None = None,
                 uniforms: torch.Tensor | None = None, need_weights: bool = False) -> ModelOutput:
-        """idx: (B, T) token ids following ``states`` (None: start of sequence).  logits: (B, T, V)."""
+        """idx: (B, T) token ids following ``states`` (None: start of sequence); uniforms: (B, T, L, H, P)
+        from ``draw_uniforms`` for the random arms.  logits: (B, T, V)."""
         if idx.dim() != 2:
             raise ValueError(f"idx must have shape (batch, tokens), got {tuple(idx.shape)}")
         states = self.empty_states(idx.shape[0]) if states is None else states
         x = self.embed(idx)
         new_states, weights, angles = [], [], []
-        for block, st in zip(self.blocks, states):
-            x, a = block(x, st, uniforms, need_weights)
+        for layer, (block, st) in enumerate(zip(self.blocks, states)):
+            x, a = block(x, idx, st, None if uniforms is None else uniforms[:, :, layer], need_weights)
             new_states.append(a.state)
             weights.append(a.weights)
             angles.append(a.step_angles)

@@ -1,16 +1,15 @@
-"""Train and evaluate every arm with one config; write one table (JSON + markdown).
+"""Train and evaluate every arm at several seeds with one config; write the seed-level table and verdicts.
 
-Layout under ``out_dir``: ``<arm>/`` (checkpoint.pt, model.safetensors, train.json, eval.json) for each
-arm, then ``sweep.json`` and ``sweep.md``.  A finished arm (train.json finished with the same config,
-eval.json with the same eval config) is reused, so an interrupted sweep restarted with the same
-arguments loses nothing and redoes nothing; a partially trained arm resumes from its checkpoint.
+Layout under ``out_dir``: ``<arm>/seed<k>/`` (checkpoint.pt, model.safetensors, train.json, eval.json) for
+every arm and seed, then ``sweep.json`` and ``sweep.md``.  A finished run (train.json finished with the same
+config, eval.json with the same eval config) is reused from those two JSON files alone, without weights, so
+a sweep can be finished across sessions (or machines) after committing the JSON of the runs done so far; a
+partially trained run resumes from its checkpoint.  Runs go seed by seed (every arm at seed 0 first).
 
-sweep.json (read by figure 6): {"config": {"train", "eval", "arms", "analysis_multiplier"},
-"seq_len", "multipliers", "lengths", "arms": {arm: {"ppl": [per length], "ppl_last_segment": [...],
-"train": {tokens_seen, seconds, final_train_loss, n_params}, "eval": [evaluate_length dicts],
-"analysis": analyse dict}}, "complete" (false while arms are missing), "table_markdown",
-"provenance", "timings": {"this_invocation_seconds", "arms_seconds" (train + eval of every arm, over all
-resumed invocations)}}; rewritten after every arm.
+sweep.json (read by figure 6 and ``accum probe report``): {"config": {"train", "eval", "arms", "seeds",
+"analysis_multiplier", "analysis_windows"}, "seq_len", "multipliers", "lengths", "data", "runs": {arm: {seed:
+run summary}}, "arms": {arm: ``stats.arm_statistics``}, "verdicts": ``stats.verdicts``, "complete" (every arm
+at every seed), "missing": [[arm, seed]], "table_markdown", "provenance", "timings"}; rewritten after every run.
 """
 
 from __future__ import annotations
@@ -21,24 +20,30 @@ from pathlib import Path
 
 import torch
 
+from accum.probes import stats
 from accum.probes.analysis import analyse
-from accum.probes.data import CharData, eval_windows, window_count
+from accum.probes.data import TokenData, eval_windows, window_count
 from accum.probes.evaluate import MAX_MULTIPLIER, EvalConfig, evaluate_lengths
 from accum.probes.io import provenance, read_json, write_atomic, write_json
 from accum.probes.model import ARMS, check_int
 from accum.probes.train import RESULTS, TrainConfig, check_train_split, load_data, load_trained, train
 
 EVAL_RESULTS = "eval.json"
+MIN_SEEDS = 3
+MIN_EVAL_WINDOWS = 4
 
 
 @dataclass(frozen=True)
 class SweepConfig:
-    """train: shared training config (its ``arm`` is replaced per arm); analysis windows are
-    ``analysis_windows`` validation windows of ``analysis_multiplier`` * seq_len tokens."""
+    """train: shared training config (its ``arm`` and ``seed`` are replaced per run); seeds: at least
+    ``MIN_SEEDS`` distinct training seeds; every length is evaluated on at least ``MIN_EVAL_WINDOWS``
+    windows (n_tokens >= 4 x seq_len x the largest multiplier); analysis windows are ``analysis_windows``
+    validation windows of ``analysis_multiplier`` * seq_len tokens."""
 
     train: TrainConfig = TrainConfig()
     eval: EvalConfig = EvalConfig()
     arms: tuple[str, ...] = ARMS
+    seeds: tuple[int, ...] = (0, 1, 2)
     analysis_multiplier: int = 4
     analysis_windows: int = 4
 
@@ -47,11 +52,22 @@ class SweepConfig:
         if not self.arms or bad or len(set(self.arms)) < len(self.arms):
             raise ValueError(f"arms must be a non-empty list of distinct arms from {', '.join(ARMS)}, "
                              f"got {list(self.arms)!r}")
+        ok = all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**63 for s in self.seeds)
+        if not ok or len(self.seeds) < MIN_SEEDS or len(set(self.seeds)) < len(self.seeds):
+            raise ValueError(f"seeds must be at least {MIN_SEEDS} distinct integers in [0, 2^63), got {list(self.seeds)!r}")
+        longest = max(self.eval.multipliers) * self.train.seq_len
+        if self.eval.n_tokens < MIN_EVAL_WINDOWS * longest:
+            raise ValueError(f"n_tokens must be >= {MIN_EVAL_WINDOWS} x seq_len x the largest multiplier = "
+                             f"{MIN_EVAL_WINDOWS * longest} (>= {MIN_EVAL_WINDOWS} windows per length), got {self.eval.n_tokens}")
         check_analysis(self.analysis_multiplier, self.analysis_windows)
+
+    def run_config(self, arm: str, seed: int) -> TrainConfig:
+        return replace(self.train, arm=arm, seed=seed)
 
     def to_dict(self) -> dict:
         return {"train": self.train.to_dict(), "eval": self.eval.to_dict(), "arms": list(self.arms),
-                "analysis_multiplier": self.analysis_multiplier, "analysis_windows": self.analysis_windows}
+                "seeds": list(self.seeds), "analysis_multiplier": self.analysis_multiplier,
+                "analysis_windows": self.analysis_windows}
 
 
 def check_analysis(multiplier: int, windows: int) -> None:
@@ -61,7 +77,7 @@ def check_analysis(multiplier: int, windows: int) -> None:
     check_int("analysis_windows", windows, 1, 2**16)
 
 
-def check_split_sizes(data: CharData, seq_len: int, eval_cfg: EvalConfig, analysis_multiplier: int,
+def check_split_sizes(data: TokenData, seq_len: int, eval_cfg: EvalConfig, analysis_multiplier: int,
                       analysis_windows: int) -> None:
     """Refuse, before any training, lengths the data cannot hold; the ``ValueError`` names the parameters.
 
@@ -92,7 +108,7 @@ def _finished(path: Path, key: str, expected: dict) -> dict | None:
     return res if res.get(key) == expected and res.get("finished", True) else None
 
 
-def evaluate_run(run_dir: Path, data: CharData, eval_cfg: EvalConfig, analysis_multiplier: int,
+def evaluate_run(run_dir: Path, data: TokenData, eval_cfg: EvalConfig, analysis_multiplier: int,
                  analysis_windows: int, device: str, threads: int) -> dict:
     """Perplexity per length and the attention analysis of the finished run in ``run_dir``."""
     torch.set_num_threads(threads)
@@ -109,58 +125,157 @@ def evaluate_run(run_dir: Path, data: CharData, eval_cfg: EvalConfig, analysis_m
             "provenance": provenance(threads, device)}
 
 
-def markdown_table(seq_len: int, multipliers: list[int], arms: dict) -> str:
-    """Perplexity (all positions of each window) per arm and evaluation length."""
-    head = "| arm | " + " | ".join(f"{m}x ({m * seq_len})" for m in multipliers) + " | train s |"
-    sep = "|---|" + "---:|" * (len(multipliers) + 1)
-    rows = [f"| {arm} | " + " | ".join(f"{p:.2f}" for p in r["ppl"]) + f" | {r['train']['seconds']:.0f} |"
-            for arm, r in arms.items()]
-    return "\n".join([head, sep, *rows]) + "\n"
+def run_dir(out_dir: Path, arm: str, seed: int) -> Path:
+    return Path(out_dir) / arm / f"seed{seed}"
 
 
-def _sweep_arm(cfg: SweepConfig, arm: str, run_dir: Path, data: CharData, data_meta: dict, device: str,
-               threads: int, progress: bool) -> dict:
-    """Train (or reuse / resume) and evaluate (or reuse) one arm; its summary for sweep.json."""
-    tcfg = replace(cfg.train, arm=arm)
-    tres = _finished(run_dir / RESULTS, "config", tcfg.to_dict())
+def run_summary(tres: dict, eres: dict) -> dict:
+    """What sweep.json keeps of one (arm, seed) run: per-multiplier perplexities and far mass, throughput."""
+    lengths = eres["lengths"]
+    analysis = eres["analysis"]
+    heads_far = [f for layer in analysis["layers"] for f in layer["far_mass"]]
+    return {"ppl": [r["ppl"] for r in lengths], "ppl_last_segment": [r["ppl_last_segment"] for r in lengths],
+            "far_mass": [r.get("far_mass_mean") for r in lengths], "final_train_loss": tres["final_train_loss"],
+            "tokens_seen": tres["tokens_seen"], "train_seconds": tres["timings"]["train_seconds"],
+            "tokens_per_second": tres["timings"]["tokens_per_second"],
+            "eval_seconds": eres["seconds"], "n_params": tres["n_params"], "angle_spread": tres.get("angle_spread"),
+            "analysis": {"length": analysis["length"], "far_mass_heads_mean": sum(heads_far) / len(heads_far),
+                         "spearman_far_coherence_vs_far_mass": analysis["spearman_far_coherence_vs_far_mass"]}}
+
+
+def finished_run(cfg: SweepConfig, out_dir: Path, arm: str, seed: int) -> dict | None:
+    """The summary of a finished run of ``cfg`` from its train.json and eval.json (no weights), else None."""
+    folder = run_dir(out_dir, arm, seed)
+    tcfg = cfg.run_config(arm, seed).to_dict()
+    tres = _finished(folder / RESULTS, "config", tcfg)
+    eres = _finished(folder / EVAL_RESULTS, "eval_config", cfg.eval.to_dict())
+    if tres is None or eres is None or eres.get("train_config") != tcfg:
+        return None
+    return run_summary(tres, eres)
+
+
+def _fmt(x: float | None, digits: int = 2) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def _ci(ci: list[float] | None, digits: int = 2) -> str:
+    return "n/a" if ci is None else f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+
+
+def markdown_table(seq_len: int, multipliers: list[int], arms: dict, verdict_rows: list[dict]) -> str:
+    """Perplexity mean +- sd over seeds per length; the longest length with its 95% interval, ratios to 1x
+    (all positions and last L_train segment) and far mass; then the verdicts."""
+    m = multipliers[-1]
+    head = "| arm | seeds | " + " | ".join(f"{k}x ({k * seq_len})" for k in multipliers) + " |"
+    lines = [f"Perplexity over all positions, mean +- sd over seeds (L_train = {seq_len} tokens):", "", head,
+             "|---|---:|" + "---:|" * len(multipliers)]
+    for arm, st in arms.items():
+        if not st["n_seeds"]:
+            continue
+        cells = [f"{_fmt(mu)} +- {_fmt(sd)}" for mu, sd in zip(st["ppl"]["mean"], st["ppl"]["sd"])]
+        lines.append(f"| {arm} | {st['n_seeds']} | " + " | ".join(cells) + " |")
+    lines += ["", f"At {m}x: means with 95% t intervals over seeds; ratio = ppl({m}x) / ppl(1x); far mass = attention "
+              f"on keys >= {seq_len} back (mean over layers and heads):", "",
+              f"| arm | ppl {m}x | ratio | last-segment ppl {m}x | last-segment ratio | far mass 2x | far mass {m}x | train tokens/s |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for arm, st in arms.items():
+        if not st["n_seeds"]:
+            continue
+        cell = lambda key, i=-1: f"{_fmt(st[key]['mean'][i])} {_ci(st[key]['ci95'][i])}"
+        far2 = cell("far_mass", 1) if len(multipliers) > 1 else "n/a"
+        lines.append(f"| {arm} | {cell('ppl')} | {cell('ratio')} | {cell('ppl_last_segment')} | "
+                     f"{cell('ratio_last_segment')} | {far2} | {cell('far_mass')} | {st['tokens_per_second']['mean']:.0f} |")
+    spreads = {arm: st["angle_spread"] for arm, st in arms.items() if st.get("angle_spread")}
+    if spreads:
+        lines += ["", "Learned angle spread per plane b = 0, 1, ... (radians: sd over token ids of pi tanh E[v]_b, "
+                  "mean over layers, heads and seeds; 0 at init):", ""]
+        lines += [f"- {arm}: " + ", ".join(f"{v:.3f}" for v in spread) for arm, spread in spreads.items()]
+    lines += ["", "Verdicts (95% t interval over paired seeds of d; rule in each row):", "",
+              "| claim | metric | rule | seeds | d mean | 95% interval | verdict |", "|---|---|---|---:|---:|---:|---|"]
+    for r in verdict_rows:
+        if "seeds" in r:
+            lines.append(f"| {r['claim']} | {r['metric']} | {r['rule']} | {len(r['seeds'])} | {_fmt(r['mean'], 3)} | "
+                         f"{_ci(r['ci95'], 3)} | {r['verdict']} |")
+        else:
+            lines.append(f"| **{r['claim']}** | {r['metric']} | {r['rule']} | | | | **{r['verdict']}** |")
+    return "\n".join(lines) + "\n"
+
+
+def _sweep_run(cfg: SweepConfig, arm: str, seed: int, out_dir: Path, data: TokenData, data_meta: dict, device: str,
+               threads: int, progress: bool) -> None:
+    """Train (or resume) and evaluate one (arm, seed) run unless it is finished already."""
+    if finished_run(cfg, out_dir, arm, seed) is not None:
+        return
+    folder = run_dir(out_dir, arm, seed)
+    tcfg = cfg.run_config(arm, seed)
+    tres = _finished(folder / RESULTS, "config", tcfg.to_dict())
     if tres is None or not tres["finished"]:
-        tres = train(tcfg, run_dir, data=data, data_meta=data_meta, device=device, threads=threads, progress=progress)
-    eres = _finished(run_dir / EVAL_RESULTS, "eval_config", cfg.eval.to_dict())
-    if eres is None or eres["train_config"] != tcfg.to_dict():
-        eres = evaluate_run(run_dir, data, cfg.eval, cfg.analysis_multiplier, cfg.analysis_windows, device, threads)
-        write_json(run_dir / EVAL_RESULTS, eres)
-    return {"ppl": [r["ppl"] for r in eres["lengths"]],
-            "ppl_last_segment": [r["ppl_last_segment"] for r in eres["lengths"]],
-            "train": {"tokens_seen": tres["tokens_seen"], "seconds": tres["timings"]["train_seconds"],
-                      "final_train_loss": tres["final_train_loss"], "n_params": tres["n_params"]},
-            "eval": eres["lengths"], "analysis": eres["analysis"], "eval_seconds": eres["seconds"]}
+        train(tcfg, folder, data=data, data_meta=data_meta, device=device, threads=threads, progress=progress)
+    eres = evaluate_run(folder, data, cfg.eval, cfg.analysis_multiplier, cfg.analysis_windows, device, threads)
+    write_json(folder / EVAL_RESULTS, eres)
 
 
-def _write_summary(cfg: SweepConfig, out_dir: Path, arms: dict, data_meta: dict, threads: int, device: str,
-                   seconds: float) -> dict:
-    """sweep.json and sweep.md for the arms done so far ("complete" once every arm of cfg is in)."""
+def summarise(cfg: SweepConfig, out_dir: Path, data_meta: dict, threads: int, device: str, seconds: float) -> dict:
+    """sweep.json and sweep.md from every finished run of ``cfg`` under ``out_dir`` (JSON files only)."""
+    runs = {arm: {} for arm in cfg.arms}
+    missing = []
+    for seed in cfg.seeds:
+        for arm in cfg.arms:
+            got = finished_run(cfg, out_dir, arm, seed)
+            if got is None:
+                missing.append([arm, seed])
+            else:
+                runs[arm][str(seed)] = got
     mult = list(cfg.eval.multipliers)
     seq_len = cfg.train.seq_len
-    table = markdown_table(seq_len, mult, arms)
-    result = {"config": cfg.to_dict(), "seq_len": seq_len, "multipliers": mult, "lengths": [m * seq_len for m in mult],
-              "data": data_meta, "arms": arms, "complete": list(arms) == list(cfg.arms), "table_markdown": table,
-              "provenance": provenance(threads, device),
+    arms = {arm: stats.arm_statistics(r) for arm, r in runs.items()}
+    rows = stats.verdicts(runs, list(cfg.arms))
+    table = markdown_table(seq_len, mult, arms, rows)
+    done = [r for a in runs.values() for r in a.values()]
+    result = {"config": cfg.to_dict(), "seq_len": seq_len, "multipliers": mult, "lengths": [k * seq_len for k in mult],
+              "data": data_meta, "runs": runs, "arms": arms, "verdicts": rows, "complete": not missing,
+              "missing": missing, "table_markdown": table, "provenance": provenance(threads, device),
               "timings": {"this_invocation_seconds": seconds,
-                          "arms_seconds": sum(a["train"]["seconds"] + a["eval_seconds"] for a in arms.values())}}
-    write_json(out_dir / "sweep.json", result)
-    write_atomic(out_dir / "sweep.md", table.encode())
+                          "runs_seconds": sum(r["train_seconds"] + r["eval_seconds"] for r in done)}}
+    write_json(Path(out_dir) / "sweep.json", result)
+    write_atomic(Path(out_dir) / "sweep.md", table.encode())
     return result
 
 
+def check_shard(shard: tuple[int, int]) -> None:
+    """shard (k, n): this process runs the k-th of every n runs, 0 <= k < n <= 1024."""
+    k, n = shard
+    check_int("shard count", n, 1, 1024)
+    check_int("shard index", k, 0, n - 1)
+
+
+RUN_ORDERS = ("seed", "arm")
+
+
+def run_order(cfg: SweepConfig, order: str) -> list[tuple[str, int]]:
+    """(arm, seed) runs seed by seed (``seed``: every arm at the first seed first) or arm by arm (``arm``:
+    every seed of the first arm first, so the first claims get their seed-level intervals soonest)."""
+    if order not in RUN_ORDERS:
+        raise ValueError(f"order must be one of {', '.join(RUN_ORDERS)}, got {order!r}")
+    if order == "seed":
+        return [(arm, seed) for seed in cfg.seeds for arm in cfg.arms]
+    return [(arm, seed) for arm in cfg.arms for seed in cfg.seeds]
+
+
 def run_sweep(cfg: SweepConfig, out_dir: Path, *, cache_dir: Path | None = None, device: str = "cpu",
-              threads: int = 2, progress: bool = True) -> dict:
-    """Train, evaluate and analyse every arm of ``cfg`` under ``out_dir``; returns the sweep.json dict."""
+              threads: int = 2, progress: bool = True, shard: tuple[int, int] = (0, 1), order: str = "seed") -> dict:
+    """Train, evaluate and analyse every arm at every seed of ``cfg`` under ``out_dir`` in ``run_order``;
+    returns the sweep.json dict (rewritten from the finished runs' JSON after every run).  shard (k, n): run
+    only runs k, k + n, k + 2n, ... of that order, so n processes with the same arguments and out_dir share
+    the work (each summary includes every run finished by any of them)."""
+    check_shard(shard)
+    runs = run_order(cfg, order)
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
     data, data_meta = load_data(cfg.train, cache_dir)
     check_split_sizes(data, cfg.train.seq_len, cfg.eval, cfg.analysis_multiplier, cfg.analysis_windows)
-    arms: dict = {}
-    for arm in cfg.arms:
-        arms[arm] = _sweep_arm(cfg, arm, out_dir / arm, data, data_meta, device, threads, progress)
-        result = _write_summary(cfg, out_dir, arms, data_meta, threads, device, time.perf_counter() - t0)
+    result = summarise(cfg, out_dir, data_meta, threads, device, 0.0)
+    for arm, seed in runs[shard[0]::shard[1]]:
+        _sweep_run(cfg, arm, seed, out_dir, data, data_meta, device, threads, progress)
+        result = summarise(cfg, out_dir, data_meta, threads, device, time.perf_counter() - t0)
     return result

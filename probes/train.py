@@ -21,9 +21,10 @@ from safetensors.torch import load_file as safetensors_load
 from safetensors.torch import save as safetensors_save
 from tqdm import tqdm
 
-from accum.probes.data import SOURCES, CharData, char_data, check_val_fraction, load_corpus, sample_batch
+from accum.probes.data import (SOURCES, TOKENIZERS, TokenData, bpe_data, char_data, check_bpe_vocab,
+                               check_val_fraction, default_cache_dir, load_corpus, sample_batch)
 from accum.probes.io import provenance, read_json, write_atomic, write_json
-from accum.probes.model import ARMS, ModelConfig, ProbeModel, check_int
+from accum.probes.model import ARMS, TOKEN_ARMS, ModelConfig, ProbeModel, check_int
 
 CHECKPOINT = "checkpoint.pt"
 WEIGHTS = "model.safetensors"
@@ -32,7 +33,7 @@ RESULTS = "train.json"
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Everything that defines a training run (the default trains one arm in a few CPU minutes).
+    """Everything that defines a training run; the defaults are the CPU preset (``presets.PRESETS['cpu']``).
 
     Flat on purpose (one command-line flag per field): it repeats every ``ModelConfig`` field but
     ``vocab_size``, which comes from the data, and ``model_config`` reads them by name.
@@ -41,10 +42,10 @@ class TrainConfig:
     arm: str = "rope"
     seq_len: int = 128
     batch_size: int = 32
-    steps: int = 600
+    steps: int = 300
     lr: float = 2e-3
     min_lr_ratio: float = 0.1
-    warmup: int = 50
+    warmup: int = 30
     weight_decay: float = 0.1
     grad_clip: float = 1.0
     seed: int = 0
@@ -56,8 +57,10 @@ class TrainConfig:
     path_rank: int = 16
     path_block: int = 32
     data_source: str = "auto"
+    tokenizer: str = "bpe"
+    bpe_vocab: int = 4096
     val_fraction: float = 0.05
-    checkpoint_every: int = 100
+    checkpoint_every: int = 50
     log_every: int = 25
 
     def __post_init__(self) -> None:
@@ -69,6 +72,9 @@ class TrainConfig:
             check_int(name, getattr(self, name), low, high)
         if self.data_source not in SOURCES:
             raise ValueError(f"data_source must be one of {', '.join(SOURCES)}, got {self.data_source!r}")
+        if self.tokenizer not in TOKENIZERS:
+            raise ValueError(f"tokenizer must be one of {', '.join(TOKENIZERS)}, got {self.tokenizer!r}")
+        check_bpe_vocab(self.bpe_vocab)
         check_val_fraction(self.val_fraction)
         for name, low, high in (("lr", 0.0, 1.0), ("min_lr_ratio", 0.0, 1.0), ("weight_decay", 0.0, 10.0),
                                 ("grad_clip", 0.0, 1e6)):
@@ -108,7 +114,7 @@ def seeded_generators(seed: int, n: int = 3) -> list[torch.Generator]:
     return [torch.Generator().manual_seed(int(s.generate_state(1, dtype=np.uint64)[0] >> 1)) for s in seqs]
 
 
-def check_train_split(data: CharData, seq_len: int) -> None:
+def check_train_split(data: TokenData, seq_len: int) -> None:
     """Training windows need seq_len + 1 consecutive training ids; ``ValueError`` naming seq_len otherwise."""
     if data.train.numel() < seq_len + 1:
         raise ValueError(f"seq_len {seq_len} needs {seq_len + 1} training tokens; the training split has "
@@ -121,9 +127,12 @@ def build_model(cfg: TrainConfig, vocab_size: int) -> ProbeModel:
 
 
 def make_optimizer(model: ProbeModel, cfg: TrainConfig) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices only (not on LayerNorm, biases, embeddings' norms)."""
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    rest = [p for n, p in model.named_parameters() if p.dim() < 2]
+    """AdamW with weight decay on matrices only: not on LayerNorm, biases, or the learned arms' angle tables
+    (decay would pull every token's angle back towards RoPE, a prior the paper's arm does not have)."""
+    def decays(name: str, p: torch.nn.Parameter) -> bool:
+        return p.dim() >= 2 and "angle_table" not in name
+    decay = [p for n, p in model.named_parameters() if decays(n, p)]
+    rest = [p for n, p in model.named_parameters() if not decays(n, p)]
     return torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                               {"params": rest, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.95))
 
@@ -134,9 +143,51 @@ def batch_loss(model: ProbeModel, x: torch.Tensor, y: torch.Tensor, uniforms: to
     return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
 
-def load_data(cfg: TrainConfig, cache_dir: Path | None) -> tuple[CharData, dict]:
+def load_data(cfg: TrainConfig, cache_dir: Path | None) -> tuple[TokenData, dict]:
+    """The corpus of ``cfg.data_source`` split by ``cfg.val_fraction`` and tokenised by ``cfg.tokenizer``;
+    returns (data, provenance of the text and the tokenizer)."""
     corpus = load_corpus(cfg.data_source, cache_dir)
-    return char_data(corpus.text, cfg.val_fraction), {"source": corpus.source, **corpus.meta}
+    meta = {"source": corpus.source, **corpus.meta}
+    if cfg.tokenizer == "char":
+        data = char_data(corpus.text, cfg.val_fraction)
+        return data, {**meta, "tokenizer": "char", "vocab_size": data.vocab_size,
+                      "train_tokens": data.train.numel(), "val_tokens": data.val.numel()}
+    data = bpe_data(corpus.text, cfg.val_fraction, cfg.bpe_vocab, default_cache_dir() if cache_dir is None else cache_dir)
+    return data, {**meta, **data.meta}
+
+
+def estimate_train_bytes(cfg: TrainConfig, vocab_size: int) -> int:
+    """Upper estimate of one training step's peak memory (bytes, fp32), assuming explicit T x T scores.
+
+    Per layer, kept for the backward pass: B T d (12 + 2 mlp_ratio) activations and B H T^2 x 3 (scores,
+    probabilities, their gradient); logits B T V x 3 (logits, softmax, gradient); parameters with AdamW
+    state x 4.  SDPA kernels may need less; this is the bound used to refuse work that cannot fit.
+    """
+    b, t, d, h, n_layers = cfg.batch_size, cfg.seq_len, cfg.d_model, cfg.n_heads, cfg.n_layers
+    per_layer = b * t * d * (12 + 2 * cfg.mlp_ratio) + 3 * b * h * t * t
+    params = vocab_size * d + n_layers * (4 + 2 * cfg.mlp_ratio) * d * d
+    return 4 * (n_layers * per_layer + 3 * b * t * vocab_size + 4 * params)
+
+
+def check_train_memory(cfg: TrainConfig, vocab_size: int, limit_bytes: int) -> None:
+    """``ValueError`` naming seq_len and batch_size when ``estimate_train_bytes`` exceeds ``limit_bytes``."""
+    need = estimate_train_bytes(cfg, vocab_size)
+    if need > limit_bytes:
+        raise ValueError(f"seq_len {cfg.seq_len} with batch_size {cfg.batch_size} needs an estimated "
+                         f"{need / 2**30:.1f} GiB per training step, more than the {limit_bytes / 2**30:.1f} GiB "
+                         "allowed (lower seq_len or batch_size, or raise max_memory_gb)")
+
+
+@torch.no_grad()
+def angle_spread(model: ProbeModel) -> list[float] | None:
+    """Learned arms: per plane b, the standard deviation over token ids of the step angle's deviation from
+    RoPE, pi tanh(E[v])_b, averaged over layers and heads: (P,) in radians (0 at init).  None otherwise."""
+    if model.cfg.arm not in TOKEN_ARMS:
+        return None
+    cfg = model.cfg
+    devs = [torch.pi * torch.tanh(b.attn.angle_table.weight.double()).view(cfg.vocab_size, cfg.n_heads, cfg.n_planes)
+            for b in model.blocks]
+    return torch.stack(devs).std(dim=1).mean(dim=(0, 1)).tolist()
 
 
 def _save_checkpoint(path: Path, model, opt, gens, step: int, tokens: int, history: list, elapsed: float,
@@ -153,7 +204,7 @@ def load_checkpoint(path: Path) -> dict:
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
-def train(cfg: TrainConfig, out_dir: Path, *, data: CharData | None = None, data_meta: dict | None = None,
+def train(cfg: TrainConfig, out_dir: Path, *, data: TokenData | None = None, data_meta: dict | None = None,
           cache_dir: Path | None = None, device: str = "cpu", threads: int = 2, stop_after: int | None = None,
           progress: bool = True) -> dict:
     """Train (or resume) one arm into ``out_dir``; return the results dict also written to train.json.
@@ -211,7 +262,9 @@ def train(cfg: TrainConfig, out_dir: Path, *, data: CharData | None = None, data
     results = {"config": cfg.to_dict(), "model_config": model.cfg.to_dict(), "seed": cfg.seed, "step": step,
                "finished": step >= cfg.steps, "tokens_seen": tokens,
                "lr": {"peak": cfg.lr, "final": lr_at(max(step - 1, 0), cfg), "schedule": "warmup+cosine"},
-               "timings": {"train_seconds": elapsed, "seconds_per_step": elapsed / max(step, 1)},
+               "timings": {"train_seconds": elapsed, "seconds_per_step": elapsed / max(step, 1),
+                           "tokens_per_second": tokens / max(elapsed, 1e-9)},
+               "angle_spread": angle_spread(model),
                "history": history, "final_train_loss": history[-1]["loss"] if history else None,
                "n_params": sum(p.numel() for p in model.parameters()), "data": data_meta or {},
                "provenance": provenance(threads, device)}

@@ -47,27 +47,41 @@ def rotate_planes(x: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
 
 
 def accumulate_angles(theta: torch.Tensor, start: torch.Tensor | None = None) -> torch.Tensor:
-    """Theta_t = start + sum_{s<=t} theta_s along the token axis, in float64.
+    """Theta_t = start + sum_{s<=t} theta_s along the token axis (second to last), in float64.
 
-    theta: (B, T, P) step angles; start: (B, P) accumulated angle before the first token (zeros when
-    None).  Returns float64 (B, T, P).  float64 keeps Theta exact to ~1e-12 rad at 1e4 tokens.
+    theta: (B, H, T, P) step angles; start: (B, H, P) accumulated angle before the first token (zeros
+    when None).  Returns float64 (B, H, T, P).  float64 keeps Theta exact to ~1e-12 rad at 1e4 tokens.
     """
-    cum = torch.cumsum(theta.to(torch.float64), dim=1)
-    return cum if start is None else cum + start.to(torch.float64)[:, None, :]
+    cum = torch.cumsum(theta.to(torch.float64), dim=-2)
+    return cum if start is None else cum + start.to(torch.float64)[..., None, :]
 
 
-def random_step_angles(uniforms: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
-    """theta_tb = (2 u_tb - 1) omega_b, i.e. uniform on (-omega_b, +omega_b).
+def uniform_step_angles(uniforms: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
+    """theta_tb = low_b + u_tb (high_b - low_b), i.e. uniform on (low_b, high_b) for u ~ U[0, 1).
 
-    uniforms: (B, T, P) in [0, 1); omega: (P,).  E[exp(i theta_b)] = sin(omega_b) / omega_b.
+    uniforms: (..., P) in [0, 1); low, high: (P,).  The ``random`` arm uses (-omega_b, omega_b), with
+    E[exp(i theta_b)] = sin(omega_b) / omega_b; ``random_drift`` uses (0, 2 omega_b), whose mean step is
+    RoPE's omega_b (same |E exp(i theta_b)|, plus RoPE's drift).
     """
-    return (2.0 * uniforms - 1.0) * omega.to(uniforms.dtype)
+    return low.to(uniforms.dtype) + uniforms * (high - low).to(uniforms.dtype)
 
 
-def learned_step_angles(gain: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
-    """theta_tb = omega_b (1 + g_tb) with g = W x_t (W zero at init, so the arm starts as RoPE).
+def token_step_angles(table_rows: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
+    """theta_tb = omega_b - pi tanh(e_tb), e = E[x_t] the token's row of a learned table (zero at init).
 
-    gain: (B, T, P); omega: (P,).
+    table_rows: (..., P); omega: (P,).  The paper writes theta = pi tanh(E[x_t]) - omega in the common
+    libraries' sign convention (RoPE step -omega there); accum's RoPE steps by +omega (DESIGN.md, score
+    convention), so accum's angle is minus the paper's: at E = 0 the arm is accum's RoPE exactly, and
+    theta ranges over (omega_b - pi, omega_b + pi), every angle mod 2 pi but one.
+    """
+    return omega.to(table_rows.dtype) - torch.pi * torch.tanh(table_rows)
+
+
+def gain_step_angles(gain: torch.Tensor, omega: torch.Tensor) -> torch.Tensor:
+    """theta_tb = omega_b (1 + g_tb) with g = W h_t from the hidden state (W zero at init: RoPE).
+
+    gain: (..., P); omega: (P,).  Angles proportional to omega_b (the ``gain`` arm, not the paper's
+    token table): low-frequency planes stay nearly coherent whatever W learns.
     """
     return omega.to(gain.dtype) * (1.0 + gain)
 

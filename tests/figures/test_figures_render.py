@@ -67,20 +67,27 @@ def test_probes_figure_skipped_without_results(quick_run):
     assert not list(out.glob("fig6_probes.*"))
 
 
-def synthetic_sweep(arms=("nope", "rope", "alibi", "random", "learned", "learned_qkv", "path")) -> dict:
-    """A small sweep.json in the probes' format (``probes.sweep.run_sweep``)."""
+def synthetic_sweep(arms=("nope", "rope", "alibi", "random", "learned", "learned_qkv", "path"), seeds=(0, 1, 2),
+                    missing=()) -> dict:
+    """A small multi-seed sweep.json in the probes' format (``probes.sweep.summarise``); ``missing`` lists
+    (arm, seed) runs left out."""
+    from accum.probes import stats
     mult = [1, 2, 4, 8]
     rng = np.random.default_rng(0)
-    return {"config": {"train": {"seed": 11, "seq_len": 32, "d_model": 32, "n_heads": 2, "n_layers": 1, "steps": 5,
+    runs = {arm: {str(s): {"ppl": list(5 + i + rng.uniform(0, 3, len(mult)).cumsum()),
+                           "ppl_last_segment": list(5 + i + rng.uniform(0, 6, len(mult)).cumsum()),
+                           "far_mass": [None, *rng.uniform(0, 1, len(mult) - 1)], "tokens_per_second": 1000.0,
+                           "angle_spread": None}
+                  for s in seeds if (arm, s) not in missing}
+            for i, arm in enumerate(arms)}
+    return {"config": {"train": {"seed": 0, "seq_len": 32, "d_model": 32, "n_heads": 2, "n_layers": 1, "steps": 5,
                                  "batch_size": 4, "lr": 0.002},
                        "eval": {"multipliers": mult, "n_tokens": 512, "chunk": 32, "tokens_per_batch": 256, "seed": 12},
-                       "arms": list(arms), "analysis_multiplier": 4},
-            "seq_len": 32, "multipliers": mult, "lengths": [32 * m for m in mult],
-            "arms": {arm: {"ppl": list(5 + i + rng.uniform(0, 3, len(mult)).cumsum()),
-                           "ppl_last_segment": list(5 + i + rng.uniform(0, 6, len(mult)).cumsum()),
-                           "train": {"tokens_seen": 640, "seconds": 1.0, "final_train_loss": 2.0, "n_params": 1000}}
-                     for i, arm in enumerate(arms)},
-            "complete": True, "table_markdown": "", "timings": {"sweep_seconds": 1.0}}
+                       "arms": list(arms), "seeds": list(seeds), "analysis_multiplier": 4},
+            "seq_len": 32, "multipliers": mult, "lengths": [32 * m for m in mult], "runs": runs,
+            "arms": {arm: stats.arm_statistics(r) for arm, r in runs.items()},
+            "verdicts": stats.verdicts(runs, list(arms)), "missing": [list(m) for m in missing],
+            "complete": not missing, "table_markdown": "", "timings": {}}
 
 
 def test_probes_figure_drawn_from_sweep_file(tmp_path):
@@ -90,19 +97,20 @@ def test_probes_figure_drawn_from_sweep_file(tmp_path):
     png, pdf, txt = outcome.files
     assert_real_image(png, pdf)
     text = txt.read_text()
-    assert "training seed 11" in text and "evaluation seed 12" in text and "learned_qkv" in text
-    assert "Partial" not in text and outcome.message == "7 of 7 probe arms"
+    assert "learned_qkv [0, 1, 2]" in text and "evaluation seed 12" in text and "95% Student t" in text
+    assert "Partial" not in text and outcome.message == "21 of 21 probe runs (arm x seed)"
 
 
-def test_partial_probe_sweep_says_which_arms_are_missing(tmp_path):
-    sweep_doc = synthetic_sweep()
-    sweep_doc["arms"] = {arm: sweep_doc["arms"][arm] for arm in ("nope", "rope")}
-    sweep_doc["complete"] = False
+def test_partial_probe_sweep_says_which_runs_are_missing(tmp_path):
+    missing = [("alibi", 1), ("alibi", 2), ("path", 0), ("path", 1), ("path", 2)]
     path = tmp_path / "sweep.json"
-    path.write_text(json.dumps(sweep_doc))
+    path.write_text(json.dumps(synthetic_sweep(missing=missing)))
     outcome = probes_figure(probes_spec(), read_probe_sweep(path), path, tmp_path / "out")
-    assert outcome.message == "2 of 7 probe arms"
-    assert "arms not finished yet: alibi, random, learned, learned_qkv, path" in outcome.files[2].read_text()
+    assert outcome.message == "16 of 21 probe runs (arm x seed)"
+    text = outcome.files[2].read_text()
+    assert "5 (arm, seed) runs not finished: alibi/seed1, alibi/seed2, path/seed0, path/seed1, path/seed2" in text
+    assert "alibi [0]" in text and "path []" in text
+    assert_real_image(*outcome.files[:2])
 
 
 def test_corrupt_or_foreign_probe_file_is_an_error(tmp_path):
@@ -112,6 +120,10 @@ def test_corrupt_or_foreign_probe_file_is_an_error(tmp_path):
         read_probe_sweep(bad)
     bad.write_text(json.dumps({"arms": {}}))
     with pytest.raises(ResultError):
+        read_probe_sweep(bad)
+    nothing = synthetic_sweep(arms=("rope",), missing=[("rope", 0), ("rope", 1), ("rope", 2)])
+    bad.write_text(json.dumps(nothing))
+    with pytest.raises(ResultError, match="no finished"):
         read_probe_sweep(bad)
     assert read_probe_sweep(tmp_path / "missing.json") is None
     with pytest.raises(ResultError, match="cannot read probe results"):

@@ -15,7 +15,7 @@ torch.set_num_threads(1)
 TEXT = "It was the best of times, it was the worst of times, it was the age of wisdom.\n" * 120
 DATA = char_data(TEXT, 0.2)
 TINY = ["--seq-len", "16", "--batch-size", "4", "--d-model", "16", "--n-heads", "2", "--n-layers", "1",
-        "--steps", "2", "--data-source", "stdlib", "--threads", "1", "--no-progress"]
+        "--steps", "2", "--data-source", "stdlib", "--tokenizer", "char", "--threads", "1", "--no-progress"]
 
 # argv (after `accum probe`) and fragments of the one error line; {tmp} is the test's folder.
 REFUSED = {
@@ -50,7 +50,23 @@ REFUSED = {
                            ["--arms", "distinct", "['nope', 'rope', 'nope']"]),
     "sweep unknown arm": (["sweep", "--out", "{tmp}/s", "--arms", "nope", "spiral"], ["--arms", "'spiral'"]),
     "sweep negative eval seed": (["sweep", "--out", "{tmp}/s", "--eval-seed", "-1"], ["--eval-seed", "got -1"]),
-    "sweep negative train seed": (["sweep", "--out", "{tmp}/s", "--seed", "-1"], ["--seed must", "got -1"]),
+    "sweep negative train seed": (["sweep", "--out", "{tmp}/s", "--seeds", "0", "1", "-1"], ["--seeds must", "[0, 1, -1]"]),
+    "sweep two seeds": (["sweep", "--out", "{tmp}/s", "--seeds", "0", "1"], ["--seeds must", "at least 3"]),
+    "sweep too few windows": (["sweep", "--out", "{tmp}/s", "--n-tokens", "1000"],
+                              ["--n-tokens must be >= 4 x --seq-len", "32768", "got 1000"]),
+    "sweep bad order": (["sweep", "--out", "{tmp}/s", "--order", "random"], ["--order must be one of seed, arm", "'random'"]),
+    "sweep bad shard": (["sweep", "--out", "{tmp}/s", "--shard", "2/2"], ["--shard", "'2/2'"]),
+    "sweep empty out": (["sweep", "--out", ""], ["--out", "empty path"]),
+    "sweep unknown preset": (["sweep", "--out", "{tmp}/s", "--preset", "tpu"], ["--preset", "'tpu'"]),
+    "train empty out": (["train", "--out", ""], ["--out", "empty path"]),
+    "train seq-len beyond memory": (["train", "--out", "{tmp}/r", "--seq-len", "65536"],
+                                    ["--seq-len 65536 with --batch-size 32", "GiB", "--max-memory-gb"]),
+    "train memory limit tiny": (["train", "--out", "{tmp}/r", "--max-memory-gb", "0.001"], ["--seq-len 128", "0.0 GiB"]),
+    "train bad memory limit": (["train", "--out", "{tmp}/r", "--max-memory-gb", "0"], ["--max-memory-gb", "got 0.0"]),
+    "train unknown tokenizer": (["train", "--out", "{tmp}/r", "--tokenizer", "word"], ["--tokenizer", "'word'"]),
+    "train bpe vocab too small": (["train", "--out", "{tmp}/r", "--bpe-vocab", "100"], ["--bpe-vocab", "[257, 65536]"]),
+    "report no file": (["report", "--sweep", "{tmp}/none.json"], ["--sweep {tmp}/none.json", "no such file"]),
+    "report not a sweep": (["report", "--sweep", "{tmp}/afile"], ["--sweep {tmp}/afile", "not a multi-seed probe sweep"]),
     "sweep analysis multiplier 1": (["sweep", "--out", "{tmp}/s", "--analysis-multiplier", "1"],
                                     ["--analysis-multiplier"]),
     "sweep tokens per batch zero": (["sweep", "--out", "{tmp}/s", "--tokens-per-batch", "0"], ["--tokens-per-batch"]),
@@ -99,7 +115,8 @@ def test_bad_command_line_is_one_line_naming_the_flag(case, tmp_path, finished_r
 def test_flag_message_replaces_field_names_but_not_words():
     flags = probe_cli.command_flags("sweep")
     assert probe_cli.flag_message(ValueError("seed must be >= 0; seeds the random arm"), flags) == \
-        "--seed must be >= 0; seeds the random arm"
+        "--eval-seed must be >= 0; seeds the random arm"
+    assert probe_cli.flag_message(ValueError("seed must be >= 0"), probe_cli.command_flags("train")) == "--seed must be >= 0"
     assert probe_cli.flag_message(ValueError("arm x; d_model / n_heads, val_fraction."), flags) == \
         "--arm x; --d-model / --n-heads, --val-fraction."
     assert probe_cli.flag_message(ValueError("n_tokens_total stays"), flags) == "n_tokens_total stays"
@@ -161,3 +178,24 @@ def test_eval_on_too_short_a_split_names_the_flags(tmp_path, finished_run, monke
                            "--json", str(tmp_path / "e.json")], capsys)
     assert status == 2 and "--multipliers: " in err and "seq_len 16" in err and "--n-tokens" in err, err
     assert not (tmp_path / "e.json").exists()
+
+
+def test_report_reads_the_committed_sweep_without_training(monkeypatch, capsys):
+    """`accum probe report` on the shipped probes/results/cpu/sweep.json: no data, no training; its stored
+    verdicts are the ones recomputed from its per-run numbers, and the header says how complete it is."""
+    import json
+    from pathlib import Path
+
+    from accum.probes import stats
+    def forbidden(*args, **kwargs):
+        raise AssertionError("data was loaded or a model trained")
+    for target in ("accum.probes.cli.train", "accum.probes.cli.load_data", "accum.probes.cli.run_sweep"):
+        monkeypatch.setattr(target, forbidden)
+    path = Path(__file__).resolve().parents[2] / "probes" / "results" / "cpu" / "sweep.json"
+    shipped = json.loads(path.read_text())
+    assert shipped["verdicts"] == json.loads(json.dumps(stats.verdicts(shipped["runs"], shipped["config"]["arms"])))
+    assert main(["probe", "report", "--sweep", str(path)]) == 0
+    out = capsys.readouterr().out
+    done = sum(len(r) for r in shipped["runs"].values())
+    assert f"{done} of 33 (arm, seed) runs finished; complete: {str(shipped['complete']).lower()}" in out
+    assert out.count("| random_beats_rope |") == 2 and "learned_stays_near_1x" in out

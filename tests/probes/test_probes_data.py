@@ -130,3 +130,40 @@ def test_batches_and_eval_windows():
         D.sample_batch(ids, 1, 1000, torch.Generator())
     with pytest.raises(ValueError, match="validation split"):
         D.eval_windows(ids, 2000, 10)
+
+
+BPE_TEXT = ("From fairest creatures we desire increase,\nThat thereby beauty's rose might never die,\n"
+            "But as the riper should by time decease,\nHis tender heir might bear his memory:\n") * 40
+
+
+def test_bpe_is_deterministic_and_round_trips():
+    a, b = D.train_bpe(BPE_TEXT, 300), D.train_bpe(BPE_TEXT, 300)
+    assert a.to_str() == b.to_str()
+    assert a.get_vocab_size() == 300
+    ids = D.encode_ids(a, BPE_TEXT)
+    assert a.decode(ids.tolist()) == BPE_TEXT
+    assert ids.numel() < 0.6 * len(BPE_TEXT.encode())  # 44 merges already halve the repeated text
+
+
+def test_bpe_data_splits_by_characters_trains_on_train_only_and_caches(tmp_path, monkeypatch):
+    text = BPE_TEXT + "Zebra quartz vexing jumbled wyvern.\n" * 5
+    data = D.bpe_data(text, 0.05, 300, tmp_path)
+    n_val = round(0.05 * len(text))
+    assert data.decode(data.val) == text[-n_val:] and data.decode(data.train) == text[:-n_val]
+    assert data.meta["val_chars"] == n_val and data.meta["train_tokens"] == data.train.numel()
+    reference = D.train_bpe(text[:-n_val], 300).to_str()
+    assert data.tokenizer_json == reference  # the validation text never reaches the tokenizer
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("BPE retrained although cached")
+    monkeypatch.setattr(D, "train_bpe", forbidden)
+    again = D.bpe_data(text, 0.05, 300, tmp_path)
+    assert torch.equal(again.train, data.train) and torch.equal(again.val, data.val) and again.meta == data.meta
+    assert len(list((tmp_path / "bpe").iterdir())) == 2
+
+
+@pytest.mark.parametrize("vocab", [256, 65537, 1.5, True])
+def test_bpe_vocab_is_checked(vocab, tmp_path):
+    with pytest.raises(ValueError, match=r"bpe_vocab must be an integer in \[257, 65536\]"):
+        D.bpe_data(BPE_TEXT, 0.05, vocab, tmp_path)
+    assert not (tmp_path / "bpe").exists()

@@ -1,10 +1,13 @@
 """Parity of the probe model: cached decoding, chunking, causality, and the transforms' definitions."""
 
+import math
+
 import pytest
 import torch
 
 from accum.probes import transforms as tf
-from accum.probes.model import ARMS, Attention, ModelConfig, ProbeModel, chunked_logits, empty_state
+from accum.probes.model import (ARMS, RANDOM_ARMS, TOKEN_ARMS, VALUE_ROTATING_ARMS, Attention, ModelConfig,
+                                ProbeModel, chunked_logits, empty_state)
 from accum.simulations import reference
 from accum.simulations.steps import HouseholderSteps
 
@@ -25,7 +28,7 @@ def tiny_model(arm: str, dtype=torch.float64, shape: tuple[int, int, int, int] =
     model = ProbeModel(cfg, gen).to(dtype)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if "angle_gain" in name or "beta" in name:
+            if "angle_gain" in name or "angle_table" in name or "beta" in name:
                 p.add_(0.5 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
     return model.eval()
 
@@ -164,11 +167,11 @@ def dense_rotation(theta):
 def test_rotation_scores_follow_the_score_convention():
     g = torch.Generator().manual_seed(5)
     t, d = 9, 6
-    theta = torch.randn(1, t, d // 2, generator=g, dtype=torch.float64)
+    theta = torch.randn(1, 1, t, d // 2, generator=g, dtype=torch.float64)
     q, k = (torch.randn(t, d, generator=g, dtype=torch.float64) for _ in range(2))
-    big = tf.accumulate_angles(theta)[0]
+    big = tf.accumulate_angles(theta)[0, 0]
     fast = tf.rotate_planes(q, -big) @ tf.rotate_planes(k, -big).T
-    ref = loop_scores(torch.stack([dense_rotation(th) for th in theta[0]]), q, k)
+    ref = loop_scores(torch.stack([dense_rotation(th) for th in theta[0, 0]]), q, k)
     mask = ~torch.isnan(ref)
     assert torch.allclose(fast[mask], ref[mask], rtol=0, atol=1e-12)
 
@@ -182,9 +185,10 @@ def test_rotate_planes_is_interleaved_complex_multiplication():
     assert torch.allclose(y[:, 0::2], z.real, atol=1e-14) and torch.allclose(y[:, 1::2], z.imag, atol=1e-14)
 
 
-def test_value_rotation_transports_values_by_the_step_products():
-    """learned_qkv: output_i = sum_j a_ij A_i ... A_{j+1} v_j (before the output projection)."""
-    cfg = ModelConfig(arm="learned_qkv", vocab_size=VOCAB, d_model=8, n_heads=2, n_layers=1)
+@pytest.mark.parametrize("arm", VALUE_ROTATING_ARMS)
+def test_value_rotation_transports_values_by_the_step_products(arm):
+    """*_qkv arms: output_i = sum_j a_ij A_i ... A_{j+1} v_j (before the output projection), per head."""
+    cfg = ModelConfig(arm=arm, vocab_size=VOCAB, d_model=8, n_heads=2, n_layers=1)
     attn = Attention(cfg).double()
     g = torch.Generator().manual_seed(9)
     with torch.no_grad():
@@ -192,11 +196,13 @@ def test_value_rotation_transports_values_by_the_step_products():
             p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype))
         attn.out.weight.copy_(torch.eye(8, dtype=torch.float64))
     x = torch.randn(1, 7, 8, generator=g, dtype=torch.float64)
+    idx = tokens(1, 7)
+    u = torch.rand(attn.uniforms_shape(1, 7), generator=g, dtype=torch.float64) if arm in RANDOM_ARMS else None
     with torch.no_grad():
-        res = attn(x, empty_state(1, cfg, x), None, need_weights=True)
+        res = attn(x, idx, empty_state(1, cfg, x), u, need_weights=True)
         _, _, v = attn.heads(x)
-    mats = torch.stack([dense_rotation(th) for th in res.step_angles[0]])
     for h in range(2):
+        mats = torch.stack([dense_rotation(th) for th in res.step_angles[0, h]])
         for i in range(7):
             ref = torch.zeros(4, dtype=torch.float64)
             for j in range(i + 1):
@@ -207,16 +213,72 @@ def test_value_rotation_transports_values_by_the_step_products():
             assert torch.allclose(res.y[0, i, 4 * h: 4 * h + 4], ref, atol=1e-12)
 
 
-def test_learned_arm_starts_as_rope():
+@pytest.mark.parametrize("arm", ("learned", "gain"))
+def test_learned_arms_equal_rope_exactly_at_init(arm):
+    """Zero-initialised tables / gains give accum's RoPE step +omega_b exactly: equal logits (bitwise in fp64
+    up to the identical computation order) and equal step angles."""
     idx = tokens(2, 12)
     rope = ProbeModel(ModelConfig(arm="rope", vocab_size=VOCAB, d_model=32, n_heads=2, n_layers=2),
                       torch.Generator().manual_seed(1)).double()
-    learned = ProbeModel(ModelConfig(arm="learned", vocab_size=VOCAB, d_model=32, n_heads=2, n_layers=2),
+    learned = ProbeModel(ModelConfig(arm=arm, vocab_size=VOCAB, d_model=32, n_heads=2, n_layers=2),
                          torch.Generator().manual_seed(1)).double()
-    shared = {k: v for k, v in rope.state_dict().items()}
-    learned.load_state_dict({**learned.state_dict(), **shared})
     with torch.no_grad():
-        assert torch.allclose(rope(idx).logits, learned(idx).logits, atol=1e-12)
+        a, b = rope(idx), learned(idx)
+    assert torch.allclose(a.logits, b.logits, rtol=0, atol=1e-12)
+    for ra, la in zip(a.step_angles, b.step_angles):
+        assert torch.equal(ra.double(), la.double())
+
+
+def test_learned_qkv_at_init_equals_random_drift_qkv_at_the_midpoint():
+    """learned_qkv at init steps by omega_b; random_drift_qkv with every u = 1/2 steps by 0 + 2 omega_b / 2 =
+    omega_b: with the same other weights (same init stream) the two models give the same logits."""
+    idx = tokens(2, 11)
+    cfg = dict(vocab_size=VOCAB, d_model=32, n_heads=2, n_layers=2)
+    learned = ProbeModel(ModelConfig(arm="learned_qkv", **cfg), torch.Generator().manual_seed(1)).double()
+    drift = ProbeModel(ModelConfig(arm="random_drift_qkv", **cfg), torch.Generator().manual_seed(1)).double()
+    half = torch.full(drift.draw_uniforms(2, 11, torch.Generator()).shape, 0.5, dtype=torch.float64)
+    with torch.no_grad():
+        assert torch.allclose(learned(idx).logits, drift(idx, None, half).logits, rtol=0, atol=1e-12)
+        assert not torch.allclose(learned(idx).logits, drift(idx, None, 0.9 * half).logits, rtol=0, atol=1e-6)
+
+
+def test_token_angles_depend_only_on_the_token_and_reach_any_angle():
+    """learned: theta_t = omega - pi tanh(E[x_t]) per layer and head: equal tokens give equal angles, the map
+    covers (omega - pi, omega + pi)."""
+    cfg = ModelConfig(arm="learned", vocab_size=VOCAB, d_model=8, n_heads=2, n_layers=1)
+    attn = Attention(cfg).double()
+    with torch.no_grad():
+        attn.angle_table.weight.copy_(torch.linspace(-20, 20, VOCAB * 4, dtype=torch.float64).view(VOCAB, 4))
+    idx = torch.tensor([[0, 3, 0, VOCAB - 1]])
+    x = torch.zeros(1, 4, 8, dtype=torch.float64)
+    theta = attn(x, idx, empty_state(1, cfg, x)).step_angles[0]  # (H, T, P)
+    assert torch.equal(theta[:, 0], theta[:, 2]) and not torch.equal(theta[:, 0], theta[:, 1])
+    omega = tf.rope_omega(4, 10000.0, torch.float64)
+    table = attn.angle_table.weight.view(VOCAB, 2, 2)
+    assert torch.allclose(theta[:, 1], omega - torch.pi * torch.tanh(table[3]), rtol=0, atol=1e-15)
+    assert (theta[:, 3] - omega).max() < -torch.pi + 1e-6 and (theta[:, 0] - omega).min() > torch.pi - 1e-6
+
+
+@pytest.mark.parametrize("arm,low,high", [("random", -1.0, 1.0), ("random_drift", 0.0, 2.0)])
+def test_random_angles_are_uniform_on_their_interval_per_head(arm, low, high):
+    """random: U(-omega_b, omega_b); random_drift: U(0, 2 omega_b); independent draws per head.  Over 40 000
+    draws per head and plane the min / max sit within 1e-3 omega of the ends (miss probability
+    (1 - 5e-4)^40000 ~ exp(-20) per end) and each of the 4 means within 5 standard errors of the centre
+    (se = width / sqrt(12 n); two-sided normal tail 5.7e-7 each)."""
+    cfg = ModelConfig(arm=arm, vocab_size=VOCAB, d_model=8, n_heads=2, n_layers=1)
+    attn = Attention(cfg).double()
+    n = 20000
+    u = torch.rand(attn.uniforms_shape(2, n), generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    x = torch.zeros(2, n, 8, dtype=torch.float64)
+    with torch.no_grad():
+        theta = attn._step_angles(x, torch.zeros(2, n, dtype=torch.long), u)  # (B, H, T, P)
+    ratio = theta / attn.omega
+    assert ratio.min() >= low and ratio.max() < high
+    assert ratio.min() < low + 1e-3 and ratio.max() > high - 1e-3
+    mean = ratio.mean(dim=(0, 2))
+    se = (high - low) / math.sqrt(12 * 2 * n)
+    assert (mean - (low + high) / 2).abs().max() < 5 * se
+    assert not torch.equal(theta[:, 0], theta[:, 1])
 
 
 def test_alibi_bias_is_linear_in_distance():
@@ -225,7 +287,7 @@ def test_alibi_bias_is_linear_in_distance():
     with torch.no_grad():
         attn.qkv.weight.zero_()
     x = torch.randn(1, 6, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-    w = attn(x, empty_state(1, cfg, x), None, need_weights=True).weights[0]
+    w = attn(x, tokens(1, 6), empty_state(1, cfg, x), None, need_weights=True).weights[0]
     for h, m in enumerate(tf.alibi_slopes(2).tolist()):
         ratio = w[h, 5, 1:6] / w[h, 5, 0:5]
         assert torch.allclose(ratio, torch.full_like(ratio, torch.exp(torch.tensor(m, dtype=torch.float64)).item()))
@@ -252,3 +314,15 @@ def test_random_arm_draws_differ_between_passes():
         a, b = (model(idx, None, model.draw_uniforms(1, 12, g)).logits for _ in range(2))
     assert not torch.allclose(a, b)
     assert tiny_model("rope").draw_uniforms(1, 3, g) is None
+
+
+@pytest.mark.parametrize("arm", TOKEN_ARMS)
+def test_token_tables_receive_gradients_only_for_seen_tokens(arm):
+    """The zero-initialised table must still learn: d loss / d E[v] is nonzero for tokens in the batch (the
+    derivative of pi tanh at 0 is pi) and exactly zero for the others."""
+    model = ProbeModel(ModelConfig(arm=arm, vocab_size=VOCAB, d_model=16, n_heads=2, n_layers=1),
+                       torch.Generator().manual_seed(2)).double()
+    idx = torch.tensor([[0, 1, 2, 3, 1, 2, 0, 3]])
+    model(idx).logits.square().mean().backward()
+    grad = model.blocks[0].attn.angle_table.weight.grad
+    assert grad[:4].abs().sum(-1).min() > 0 and torch.equal(grad[4:], torch.zeros_like(grad[4:]))

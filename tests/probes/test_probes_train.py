@@ -11,7 +11,7 @@ from accum.cli import main
 from accum.probes.data import char_data
 from accum.probes.evaluate import EvalConfig, evaluate_lengths, position_nll
 from accum.probes.model import ARMS
-from accum.probes.sweep import SweepConfig, run_sweep
+from accum.probes.sweep import SweepConfig, run_order, run_sweep
 from accum.probes.train import TrainConfig, build_model, load_checkpoint, lr_at, train
 
 torch.set_num_threads(1)
@@ -20,7 +20,7 @@ TEXT = ("Shall I compare thee to a summer's day?\nThou art more lovely and more 
         "Rough winds do shake the darling buds of May,\nAnd summer's lease hath all too short a date.\n") * 60
 DATA = char_data(TEXT, 0.2)
 TINY = dict(seq_len=16, batch_size=8, d_model=32, n_heads=2, n_layers=2, warmup=5, lr=3e-3, log_every=1,
-            checkpoint_every=4, data_source="stdlib")
+            checkpoint_every=4, data_source="stdlib", tokenizer="char")
 
 
 def test_loss_decreases_on_a_tiny_run(tmp_path):
@@ -69,8 +69,13 @@ def test_chunked_evaluation_equals_full_attention(arm):
     x = DATA.val[:3 * 40].view(3, 40)
     y = DATA.val[1:3 * 40 + 1].view(3, 40)
     u = model.draw_uniforms(3, 40, torch.Generator().manual_seed(0))
-    full = position_nll(model, x, y, 40, u)
-    assert torch.allclose(position_nll(model, x, y, 7, u), full, rtol=0, atol=1e-10)
+    full, _ = position_nll(model, x, y, 40, u)
+    chunked, far = position_nll(model, x, y, 7, u, far=16)
+    assert torch.allclose(chunked, full, rtol=0, atol=1e-10)
+    with torch.no_grad():
+        weights = model(x, None, u, need_weights=True).weights
+    expect = torch.stack([A.far_mass(w, 16) for w in weights])
+    assert torch.allclose(far, expect, rtol=0, atol=1e-10)
 
 
 def test_evaluate_lengths_reports_every_multiplier():
@@ -98,12 +103,13 @@ def test_far_mass_and_window_on_known_weights():
 
 def test_predicted_window_follows_the_iid_law():
     lags = torch.arange(200)
-    angles = torch.tensor([0.0, 1.0]).repeat(1, 50, 1).double()
-    angles[0, ::2, 1] = -1.0
+    angles = torch.tensor([0.0, 1.0]).repeat(1, 2, 50, 1).double()  # (B=1, H=2, T=50, P=2)
+    angles[0, :, ::2, 1] = -1.0
     coh = A.iid_coherence(angles, lags)
-    assert torch.allclose(coh[:, 0], torch.ones(200, dtype=torch.float64))
+    assert coh.shape == (2, 200, 2)
+    assert torch.allclose(coh[:, :, 0], torch.ones(2, 200, dtype=torch.float64))
     phi = math.cos(1.0)
-    assert coh[3, 1].item() == pytest.approx(phi ** 3)
+    assert coh[0, 3, 1].item() == pytest.approx(phi ** 3)
     c = torch.tensor([[0.0, 1.0], [1.0, 1.0]], dtype=torch.float64)
     win = A.predicted_window(c, coh, lags, 0.1)
     assert win[0].item() == math.ceil(math.log(0.1) / math.log(phi))
@@ -141,24 +147,54 @@ def test_analysis_of_a_learned_angle_model_at_init():
         assert layer["coherent_fraction_far_empirical"] == pytest.approx([1.0, 1.0], abs=1e-6)
 
 
-def test_sweep_writes_one_table_and_reuses_finished_arms(tmp_path, monkeypatch):
+SWEEP = SweepConfig(train=TrainConfig(steps=3, **TINY), eval=EvalConfig(multipliers=(1, 2), n_tokens=128, chunk=8),
+                    arms=("nope", "learned_qkv"), analysis_windows=1)
+
+
+def test_sweep_writes_seed_level_tables_and_reuses_finished_runs(tmp_path, monkeypatch):
     monkeypatch.setattr("accum.probes.sweep.load_data", lambda cfg, cache: (DATA, {"source": "test"}))
-    cfg = SweepConfig(train=TrainConfig(steps=3, **TINY), eval=EvalConfig(multipliers=(1, 2), n_tokens=64, chunk=8),
-                      arms=("nope", "learned_qkv"), analysis_windows=1)
-    res = run_sweep(cfg, tmp_path, progress=False, threads=1)
+    res = run_sweep(SWEEP, tmp_path, progress=False, threads=1)
     table = (tmp_path / "sweep.md").read_text()
-    assert "| learned_qkv |" in table and "2x (32)" in table
+    assert "| learned_qkv | 3 |" in table and "2x (32)" in table and "NOT RESOLVED" in table
     saved = json.loads((tmp_path / "sweep.json").read_text())
-    assert saved["lengths"] == [16, 32] and set(saved["arms"]) == {"nope", "learned_qkv"} and saved["complete"]
-    stamp = (tmp_path / "nope" / "train.json").stat().st_mtime_ns
-    again = run_sweep(cfg, tmp_path, progress=False, threads=1)
-    assert (tmp_path / "nope" / "train.json").stat().st_mtime_ns == stamp
-    assert again["arms"]["nope"]["ppl"] == res["arms"]["nope"]["ppl"]
+    assert saved["lengths"] == [16, 32] and saved["complete"] and saved["missing"] == []
+    assert sorted(saved["runs"]["nope"]) == ["0", "1", "2"] and saved["arms"]["nope"]["n_seeds"] == 3
+    per_seed = [saved["runs"]["nope"][s]["ppl"][1] for s in ("0", "1", "2")]
+    assert saved["arms"]["nope"]["ppl"]["mean"][1] == pytest.approx(sum(per_seed) / 3)
+    assert len({round(p, 9) for p in per_seed}) == 3  # seeds give different models
+    assert saved["runs"]["nope"]["0"]["far_mass"][0] is None and 0 < saved["runs"]["nope"]["0"]["far_mass"][1] < 1
+    stamp = (tmp_path / "nope" / "seed0" / "train.json").stat().st_mtime_ns
+    # a finished run is reused from its JSON alone: no weights, no checkpoint, no training, no evaluation
+    for path in [*tmp_path.rglob("*.safetensors"), *tmp_path.rglob("*.pt")]:
+        path.unlink()
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a finished run was redone")
+    monkeypatch.setattr("accum.probes.sweep.train", forbidden)
+    monkeypatch.setattr("accum.probes.sweep.evaluate_run", forbidden)
+    again = run_sweep(SWEEP, tmp_path, progress=False, threads=1)
+    assert (tmp_path / "nope" / "seed0" / "train.json").stat().st_mtime_ns == stamp
+    assert again["runs"] == res["runs"] and again["verdicts"] == res["verdicts"]
+
+
+def test_partial_sweep_is_reported_incomplete(tmp_path, monkeypatch, capsys):
+    """Shard 0/2 of the 6 runs finishes runs 0, 2, 4 (nope/seed0, nope/seed1, nope/seed2): the summary says so
+    and ``accum probe report`` prints it without training."""
+    monkeypatch.setattr("accum.probes.sweep.load_data", lambda cfg, cache: (DATA, {"source": "test"}))
+    assert run_order(SWEEP, "arm")[:3] == [("nope", 0), ("nope", 1), ("nope", 2)]
+    assert run_order(SWEEP, "seed")[:2] == [("nope", 0), ("learned_qkv", 0)]
+    res = run_sweep(SWEEP, tmp_path, progress=False, threads=1, shard=(0, 2))
+    assert not res["complete"] and res["missing"] == [["learned_qkv", 0], ["learned_qkv", 1], ["learned_qkv", 2]]
+    assert res["arms"]["learned_qkv"]["n_seeds"] == 0 and res["arms"]["nope"]["n_seeds"] == 3
+    assert main(["probe", "report", "--sweep", str(tmp_path / "sweep.json")]) == 0
+    out = capsys.readouterr().out
+    assert "3 of 6 (arm, seed) runs finished; complete: false" in out
+    assert "missing: learned_qkv/seed0, learned_qkv/seed1, learned_qkv/seed2" in out
 
 
 def test_command_line_train_and_eval(tmp_path, capsys):
     opts = ["--seq-len", "16", "--batch-size", "4", "--d-model", "16", "--n-heads", "2", "--n-layers", "1",
-            "--steps", "3", "--data-source", "stdlib", "--threads", "1", "--no-progress"]
+            "--steps", "3", "--data-source", "stdlib", "--tokenizer", "char", "--threads", "1", "--no-progress"]
     assert main(["probe", "train", "--arm", "path", "--out", str(tmp_path / "run"), *opts]) == 0
     assert main(["probe", "eval", "--run", str(tmp_path / "run"), "--multipliers", "1", "2", "--n-tokens", "64",
                  "--chunk", "8", "--analysis-windows", "1", "--threads", "1"]) == 0
@@ -173,3 +209,36 @@ def test_command_line_train_and_eval(tmp_path, capsys):
     assert "--out" in capsys.readouterr().err
     assert main(["probe", "eval", "--run", str(tmp_path / "y")]) == 2
     assert "--run" in capsys.readouterr().err
+
+
+def test_training_memory_estimate_refuses_what_cannot_fit():
+    """Issue 14: seq_len 65536 at batch 32 must be refused up front (explicit T x T scores alone are
+    3 x 32 x 4 x 65536^2 x 4 bytes = 6 TiB per layer), while the CPU preset fits in well under 1 GiB."""
+    from accum.probes.train import check_train_memory, estimate_train_bytes
+    big = TrainConfig(seq_len=65536)
+    assert estimate_train_bytes(big, 4096) > 3 * 32 * 4 * 65536**2 * 4
+    with pytest.raises(ValueError, match="seq_len 65536 with batch_size 32 needs an estimated"):
+        check_train_memory(big, 4096, 100 * 2**30)
+    assert estimate_train_bytes(TrainConfig(), 4096) < 2**30
+    check_train_memory(TrainConfig(), 4096, 2**30)
+
+
+def test_gpu_script_runs_the_gpu_preset_at_tiny_size_on_cpu(tmp_path):
+    """`make probes-gpu` runs probes/run_gpu.sh; here the same script and preset, shrunk by its overrides,
+    on the CPU: every arm at 3 seeds, a complete sweep.json and the report."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = Path(__file__).resolve().parents[2] / "probes" / "run_gpu.sh"
+    env = {"ACCUM": f"{sys.executable} -m accum.cli", "DEVICE": "cpu", "OUT": str(tmp_path / "gpu"), "THREADS": "1",
+           "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
+    tiny = ["--seq-len", "8", "--batch-size", "2", "--d-model", "8", "--n-heads", "2", "--n-layers", "1", "--steps", "2",
+            "--warmup", "1", "--data-source", "stdlib", "--tokenizer", "char", "--multipliers", "1", "2",
+            "--n-tokens", "64", "--chunk", "8", "--analysis-windows", "1", "--data-dir", str(tmp_path / "data")]
+    proc = subprocess.run(["sh", str(script), *tiny], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    saved = json.loads((tmp_path / "gpu" / "sweep.json").read_text())
+    assert saved["complete"] and set(saved["runs"]) == set(ARMS)
+    assert saved["config"]["train"]["val_fraction"] == 0.1 and saved["config"]["train"]["path_block"] == 64  # from the preset
+    assert saved["config"]["train"]["d_model"] == 8  # overridden
+    assert "complete: true" in proc.stdout and "| claim | metric |" in proc.stdout
