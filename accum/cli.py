@@ -64,7 +64,7 @@ def run_command(args: argparse.Namespace) -> int:
 # Sub-commands whose modules are heavy to import (torch, matplotlib) are registered lazily: the top-level
 # parser only knows their name; their own parser is built when they run.
 LAZY = {
-    "probe": ("C7 probes: train | eval | sweep (PyTorch)", "accum.probes.cli", "add_subparser"),
+    "probe": ("C7 probes: train | eval | sweep | report (PyTorch)", "accum.probes.cli", "add_subparser"),
     "figures": ("every paper figure as PNG + PDF + caption", "accum.figures.cli", "add_figures"),
 }
 

@@ -183,8 +183,9 @@ def far_residual_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSp
                       "unrotated values stay at |m|^2.", jobs)
 
 
-PROBES_SUMMARY = ("Probe perplexity versus evaluation length / train length for every probe arm (left: all "
-                  "positions of each window; right: the last train-length segment of each window).")
+PROBES_SUMMARY = ("Probe perplexity versus evaluation length / train length for every probe arm, mean and 95% band "
+                  "over seeds: (a) all positions of each window, (b) the last train-length segment of each window, "
+                  "(c) the far attention mass.")
 
 
 def probes_spec() -> FigureSpec:
