@@ -18,15 +18,8 @@ Everything below follows from the path characteristic psi_b(n; k) = E exp(i k Th
   prod_t exp(i k table[x_t, b]) one step at a time.  (Reconstruction: standard Markov additive-functional
   algebra, not copied from the paper.)  For i.i.d. tokens it reduces to (pi^T D 1)^n.
 
-Laws (one-step characteristic function phi(k) for integer k; standard results, not taken from the paper:
-e.g. Mardia & Jupp, "Directional Statistics", ch. 3; wrapped-cauchy phi(1) = exp(i mu - gamma) as in the issue):
-    gaussian N(mu, s^2)            exp(i k mu - k^2 s^2 / 2)
-    uniform U(-a, a)               sin(k a) / (k a)
-    vonmises (mu, kappa)           exp(i k mu) I_|k|(kappa) / I_0(kappa)
-    wrapped-cauchy (mu, gamma)     exp(i k mu - |k| gamma)
-    lattice {offset + 2 pi j / m}  exp(i k offset) if m divides k, else 0
-    rope-uniform                   uniform with a = omega_b = base^(-2b/d) on plane b
-    token                          (1/V) sum_x exp(i k table[x, b])  (marginal; the chain needs psi above)
+Laws: each angle law's one-step characteristic function phi(k) lives with the law (``simulations.laws``, whose
+docstring lists them with their sources; wrapped-cauchy phi(1) = exp(i mu - gamma) as in the issue).
 A lattice law has |phi(m)| = 1: the accumulated angle never spreads over the circle, so although
 E cos Theta can vanish (m = 2: angles {0, pi}), |q^T P k| stays coherent -- the non-lattice condition fails.
 """
