@@ -218,3 +218,16 @@ def test_bad_options_are_one_line_exit_2(argv, flag, capsys, tmp_path):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and flag in err[0]
     assert not (tmp_path / "x.json").exists()
+
+
+def test_a_user_family_is_verified_on_every_claim_that_applies(tmp_path, capsys):
+    """Issue 13's acceptance command: the shipped example family passes with rows for every claim `accum check`
+    says applies, its predictions estimated from moment operators (each with its own standard error)."""
+    path = tmp_path / "family.json"
+    assert cli.main(["verify", "--quick", "--family", "accum.simulations.examples:SignedPermutation", "--param", "dim=8",
+                     "--workers", "1", "--json", str(path)]) == 0
+    report = json.loads(path.read_text())["result"]
+    assert report["passed"] and set(report["claims"]) == set(v.CLAIMS) and all(report["claims"].values())
+    estimated = [r for r in report["rows"] if r["source"].startswith("estimated")]
+    assert estimated and all(r["pred_stderr"] > 0 for r in estimated)
+    assert {r["claim"] for r in report["rows"] if r["counts_as_evidence"]} == set(v.CLAIMS)
