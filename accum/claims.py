@@ -258,7 +258,7 @@ def check_far_mass(family: Family, rng: np.random.Generator, *, far_sizes: Seque
     if _has_far_mass(family):
         mass = prediction("far-mass", family, far_sizes=sizes, s0=s0)
         rows.append(measurement("C5", family, f"far mass E sum e^(s-s0), N={list(far_sizes)} (log scale)",
-                                "statistical", e.extra["far_mass"], e.extra["far_mass_stderr"], mass.value, e.n,
+                                "statistical", e.far_mass, e.far_mass_stderr, mass.value, e.n,
                                 pred_stderr=mass.stderr, scale="log", reference="t", dof=e.n - 1, source=mass.source))
         rows.append(measurement("C5", family, f"near weight >= 1/(1 + E far mass) (Jensen), N={far_sizes[-1]}",
                                 "statistical", e.mean[-1], e.stderr[-1], 1.0 / (1.0 + np.asarray(mass.value)[-1]), e.n,
@@ -280,7 +280,7 @@ def check_alibi(family: Family, rng: np.random.Generator, *, far_sizes: Sequence
     kind = _alibi_kinds(family)[0]
     ref = {} if kind == "exact" else {"reference": "t", "dof": e.n - 1}
     return [measurement("C5", family, f"ALiBi slope {slope}: far mass, N={list(far_sizes)} (log scale)", kind,
-                        e.extra["far_mass"], e.extra["far_mass_stderr"], mass.value, e.n, scale="log",
+                        e.far_mass, e.far_mass_stderr, mass.value, e.n, scale="log",
                         floor=1e-9, source=mass.source, **ref)]
 
 
@@ -298,7 +298,7 @@ def check_far_mass_engines(family: Family, rng: np.random.Generator, *, far_size
     masses = np.concatenate([np.sum(np.exp(s0 * family.sample(rng, length, b).scores(probes, probes)[:, -1, :-1] - s0),
                                     axis=1) for b in est.batches(samples, 4 * length * length)])
     return [measurement("C5", family, f"far mass at N={far_size}: streaming vs all-pairs scores() (log scale)",
-                        "statistical", streamed.extra["far_mass"][0], streamed.extra["far_mass_stderr"][0],
+                        "statistical", streamed.far_mass[0], streamed.far_mass_stderr[0],
                         masses.mean(), samples, pred_stderr=masses.std(ddof=1) / math.sqrt(samples), scale="log",
                         reference="t", dof=samples - 1, source="second engine (scores fast path)")]
 
@@ -393,7 +393,7 @@ def check_stderr(family: Family, rng: np.random.Generator, *, estimator: str, re
         run, pick, dof = (lambda: est.score_gap(family, 16, samples, rng)), (lambda e: (e.mean, e.stderr)), samples - 1
     elif estimator == "near-weight":
         run, pick, dof = ((lambda: est.near_weight(family, [200], 4.0, samples, rng)),
-                          (lambda e: (e.extra["far_mass"][0], e.extra["far_mass_stderr"][0])), samples - 1)
+                          (lambda e: (e.far_mass[0], e.far_mass_stderr[0])), samples - 1)
     elif estimator == "far-residual":
         run, pick, dof = (lambda: est.far_residual(family, [50], samples, rng)), (lambda e: (e.mean[0], e.stderr[0])), samples - 1
     else:

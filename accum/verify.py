@@ -108,8 +108,11 @@ SLOPE = 0.5
 
 
 @dataclass(frozen=True)
-class Job:
-    """One check of the plan: its registered name, the family and its keyword arguments."""
+class Check:
+    """One check of the plan: its registered name, the family and its keyword arguments.
+
+    Checks run on the sweep's runner (``sweep.map_outcomes``: this process, a pool or Dask), each seeded from
+    its ``identity`` and cached under the sha256 of (identity, seed, code version) like a sweep job."""
 
     check: str
     family: Family
@@ -138,7 +141,7 @@ class Job:
         return CHECKS[self.check].run(self.family, rng, **self.kwargs)
 
 
-def evidence_rows(jobs: Sequence[Job]) -> int:
+def evidence_rows(jobs: Sequence[Check]) -> int:
     """R: the number of evidence rows the plan's jobs declare (they share the budget)."""
     return sum(kind in EVIDENCE for job in jobs for kind in job.kinds())
 
@@ -164,36 +167,36 @@ def default_families() -> dict[str, Family]:
     }
 
 
-def family_checks(f: Family, p: Preset, claims: set[str], *, haar: bool = False) -> list[Job]:
+def family_checks(f: Family, p: Preset, claims: set[str], *, haar: bool = False) -> list[Check]:
     """The checks of one family for the claims in ``claims`` (C1 coherence ... C6 residual, plus its fast
     paths against the reference and one standard-error check)."""
     ts = p.theory_samples
-    jobs = [Job("fast-paths", f, {"length": p.fast_path_length})]
+    jobs = [Check("fast-paths", f, {"length": p.fast_path_length})]
     if "C1" in claims:  # Haar is incoherent after one step: a few steps, fewer samples (each step a QR)
-        jobs.append(Job("coherence", f, {"steps": 4 if haar else p.steps, "eps": EPS, "theory_samples": ts,
+        jobs.append(Check("coherence", f, {"steps": 4 if haar else p.steps, "eps": EPS, "theory_samples": ts,
                                          "samples": p.coherence_samples // 4 if haar else p.coherence_samples}))
     if "C2" in claims:  # a deterministic family's window is exact from a handful of paths
-        jobs.append(Job("window", f, {"contexts": p.contexts, "samples": 4 if deterministic(f) else p.window_samples,
+        jobs.append(Check("window", f, {"contexts": p.contexts, "samples": 4 if deterministic(f) else p.window_samples,
                                       "theory_samples": ts}))
     if "C3" in claims:
-        jobs.append(Job("transfer", f, {"train": p.transfer[0], "evaluate": p.transfer[1],
+        jobs.append(Check("transfer", f, {"train": p.transfer[0], "evaluate": p.transfer[1],
                                         "samples": p.transfer_samples, "theory_samples": ts}))
     if "C4" in claims:
-        jobs.append(Job("scores-far-variance", f, {"length": p.scores_length, "offset": p.scores_offset,
+        jobs.append(Check("scores-far-variance", f, {"length": p.scores_length, "offset": p.scores_offset,
                                                    "sequences": p.scores_sequences, "theory_samples": ts}))
     if "C5" in claims:
-        jobs.append(Job("far-mass", f, {"far_sizes": p.short_far_sizes, "s0": S0, "samples": p.far_samples}))
-        jobs.append(Job("far-mass-engines", f, {"far_size": p.engines_far_size, "s0": S0, "samples": p.engines_samples}))
+        jobs.append(Check("far-mass", f, {"far_sizes": p.short_far_sizes, "s0": S0, "samples": p.far_samples}))
+        jobs.append(Check("far-mass-engines", f, {"far_size": p.engines_far_size, "s0": S0, "samples": p.engines_samples}))
     if "C6" in claims:
-        jobs.append(Job("values", f, {"far_sizes": p.residual_sizes, "samples": p.residual_samples, "theory_samples": ts}))
+        jobs.append(Check("values", f, {"far_sizes": p.residual_sizes, "samples": p.residual_samples, "theory_samples": ts}))
     return jobs
 
 
-def plan(preset: Preset) -> list[Job]:
+def plan(preset: Preset) -> list[Check]:
     """The default report: every claim on the families it is about (module docstring of ``accum.claims``)."""
     p, fam = preset, default_families()
     ts = p.theory_samples
-    jobs: list[Job] = []
+    jobs: list[Check] = []
     jobs += family_checks(fam["so2"], p, {"C1", "C2", "C4", "C6"})
     jobs += family_checks(fam["vonmises"], p, {"C1"})
     jobs += family_checks(fam["token"], p, {"C1", "C3", "C4", "C5"})
@@ -202,36 +205,36 @@ def plan(preset: Preset) -> list[Job]:
     jobs += family_checks(fam["haar"], p, {"C1", "C4", "C5"}, haar=True)
     jobs += family_checks(fam["givens"], p, {"C1", "C4", "C5"})
     jobs += family_checks(fam["rope"], p, {"C2"})
-    jobs.append(Job("window-bias", fam["so2"], {"context": p.bias_context, "samples": p.bias_samples, "theory_samples": ts}))
+    jobs.append(Check("window-bias", fam["so2"], {"context": p.bias_context, "samples": p.bias_samples, "theory_samples": ts}))
     for d in p.gap_dims:
         gap = [(_so2(dim=d, law="uniform", a=math.pi), 1), (_so2(dim=d, law="gaussian", sigma=1.0), 16)]
         gap += [(make_family("haar", dim=d), 1)] if d <= p.haar_max_dim else []
         for f, offset in gap:
-            jobs.append(Job("score-gap", f, {"offset": offset, "samples": p.gap_samples}))
-    jobs.append(Job("far-mass", fam["so2"], {"far_sizes": p.far_sizes, "s0": S0, "samples": p.far_samples}))
+            jobs.append(Check("score-gap", f, {"offset": offset, "samples": p.gap_samples}))
+    jobs.append(Check("far-mass", fam["so2"], {"far_sizes": p.far_sizes, "s0": S0, "samples": p.far_samples}))
     for f in (fam["so2"], fam["nope"]):
-        jobs.append(Job("alibi", f, {"far_sizes": p.alibi_sizes, "s0": S0, "slope": SLOPE,
+        jobs.append(Check("alibi", f, {"far_sizes": p.alibi_sizes, "s0": S0, "slope": SLOPE,
                                      "samples": 2 if deterministic(f) else p.alibi_samples}))
-    jobs.append(Job("adversarial-so2", fam["so2"], {"far_sizes": p.adversarial_sizes, "s0": S0,
+    jobs.append(Check("adversarial-so2", fam["so2"], {"far_sizes": p.adversarial_sizes, "s0": S0,
                                                     "iterations": p.adversarial_iterations, "starts": 2}))
     for estimator, f in (("coherence", fam["so2"]), ("window", fam["so2"]), ("score-gap", fam["householder"]),
                          ("near-weight", fam["so2"]), ("far-residual", fam["so2"])):
-        jobs.append(Job("stderr", f, {"estimator": estimator, "replicates": p.se_replicates,
+        jobs.append(Check("stderr", f, {"estimator": estimator, "replicates": p.se_replicates,
                                       "samples": 40 if estimator in ("near-weight",) else 200}))
     return jobs
 
 
-def plan_for_family(preset: Preset, family: Family, claims: set[str]) -> list[Job]:
+def plan_for_family(preset: Preset, family: Family, claims: set[str]) -> list[Check]:
     """The report for one (e.g. user-defined) family: its checks for the claims that apply to it, and the
     standard error of the coherence estimator on it."""
     jobs = family_checks(family, preset, claims)
     if "C1" in claims:
-        jobs.append(Job("stderr", family, {"estimator": "coherence", "replicates": preset.se_replicates, "samples": 200}))
+        jobs.append(Check("stderr", family, {"estimator": "coherence", "replicates": preset.se_replicates, "samples": 200}))
     return jobs
 
 
-def run_job(item: tuple[int, Job, int]) -> tuple[list[Measurement], float]:
-    """Job ``item = (position, job, seed)`` at the report's seed: its measurements and its seconds
+def run_job(item: tuple[int, Check, int]) -> tuple[list[Measurement], float]:
+    """Check ``item = (position, job, seed)`` at the report's seed: its measurements and its seconds
     (module-level, so a pool can pickle it)."""
     _, job, seed = item
     start = time.perf_counter()
@@ -253,7 +256,7 @@ def verify_modules() -> tuple[str, ...]:
 ARRAY_FIELDS = ("measured", "stderr", "predicted", "pred_stderr")
 
 
-def cache_key(job: Job, seed: int, code: dict) -> dict:
+def cache_key(job: Check, seed: int, code: dict) -> dict:
     return {"identity": job.identity, "seed": seed, "code": code}
 
 
@@ -269,7 +272,7 @@ def load_cached(cache: Path, key: dict) -> list[Measurement] | None:
             for m in record["result"]["measurements"]]
 
 
-def run_plan(jobs: Sequence[Job], seed: int, progress: bool, workers: int = 1, client: Any = None,
+def run_plan(jobs: Sequence[Check], seed: int, progress: bool, workers: int = 1, client: Any = None,
              cache: Path | None = None) -> tuple[list[Measurement], dict]:
     """Every job's measurements in plan order (each on its own hashed stream, so the executor -- this process,
     a local pool of ``workers`` or a Dask ``client`` -- does not change them) and seconds per job.
@@ -317,7 +320,7 @@ def judge_all(measurements: Sequence[Measurement], budget: float, n_evidence: in
     return [judge(m, budget / max(n_evidence, 1)) for m in measurements]
 
 
-def report(jobs: Sequence[Job], claims: Sequence[str], preset: str, seed: int, budget: float,
+def report(jobs: Sequence[Check], claims: Sequence[str], preset: str, seed: int, budget: float,
            progress: bool = True, workers: int = 1, client: Any = None, cache: Path | None = None) -> dict:
     """Run ``jobs`` (``run_plan``) and judge them; the whole report as a dict (the JSON contract's ``result``)."""
     n_evidence = evidence_rows(jobs)

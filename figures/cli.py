@@ -34,7 +34,7 @@ def add_figures(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--probes", metavar="PATH",
                    help=f"probe sweep results for figure 6 (default {DEFAULT_PROBES}, figure 6 skipped if absent)")
     p.add_argument("--family", metavar="F", help="draw this family (built-in or module:Class) beside the built-ins "
-                                                 "in figures 1, 2, 4 and 5")
+                                                 "in figures 1-5")
     p.add_argument("--param", action="append", metavar="K=V", help="parameter of --family (repeatable)")
     p.add_argument("--workers", type=int, metavar="N", help="processes for missing measurements (default: usable CPUs)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -23,7 +23,7 @@ from accum.simulations.families import family_name, family_params
 from accum.simulations.measure import resolve_job
 from accum.simulations.results import ResultError, atomic_write_json
 
-from .specs import Job
+from .specs import CurveSpec
 
 DEFAULT_RESULTS = Path("results/figures-data")
 
@@ -31,7 +31,7 @@ DEFAULT_RESULTS = Path("results/figures-data")
 class Measured(NamedTuple):
     """A figure job and its saved record (``record["result"]`` holds the estimate)."""
 
-    job: Job
+    job: CurveSpec
     record: dict
 
 
@@ -39,7 +39,7 @@ class DataError(RuntimeError):
     """Some figure jobs failed; the others were saved and a rerun retries only the failed ones."""
 
 
-def sweep_job(job: Job, root_seed: int, modules: tuple[str, ...], code: dict) -> sweep.Job:
+def sweep_job(job: CurveSpec, root_seed: int, modules: tuple[str, ...], code: dict) -> sweep.Job:
     """The job as a ``simulations.sweep.Job`` (validated), keyed with ``code``, the identity of ``modules``."""
     _, family, options = resolve_job(job.quantity, job.family, job.params, job.options)
     config = {"quantity": job.quantity, "family": family_name(family),
@@ -49,7 +49,7 @@ def sweep_job(job: Job, root_seed: int, modules: tuple[str, ...], code: dict) ->
                      options, 0, modules, key, sweep.digest(key))
 
 
-def plan(jobs: Sequence[Job], root_seed: int) -> list[sweep.Job]:
+def plan(jobs: Sequence[CurveSpec], root_seed: int) -> list[sweep.Job]:
     """Sweep jobs for ``jobs``, in order; the installed code's identity is fingerprinted once per family
     module set (``sweep.job_modules``)."""
     package = sweep.measure_modules()
@@ -66,7 +66,7 @@ def load(results_dir: Path, job: sweep.Job) -> dict | None:
         return None
 
 
-def ensure(jobs: Sequence[Job], results_dir: str | Path = DEFAULT_RESULTS, root_seed: int = 0, *,
+def ensure(jobs: Sequence[CurveSpec], results_dir: str | Path = DEFAULT_RESULTS, root_seed: int = 0, *,
            workers: int = 1, progress: bool = True) -> list[Measured]:
     """Records of ``jobs`` in order, computing (with a tqdm bar on stderr) and saving only the missing ones.
 

@@ -108,8 +108,8 @@ def probes_figure(spec: FigureSpec, sweep: dict | None, probes: Path, out_dir: P
 def make_figures(out_dir: str | Path = DEFAULT_OUT, results_dir: str | Path = DEFAULT_RESULTS, *, quick: bool = False,
                  seed: int = 0, probes: str | Path = DEFAULT_PROBES, workers: int = 1,
                  progress: bool = True, extra: ExtraFamily | None = None) -> list[Outcome]:
-    """Figures 1-6 under ``out_dir``, with ``extra`` (a family drawn beside the built-ins) in figures 1, 2, 4
-    and 5; measurements missing from ``results_dir`` are computed first (one progress bar for all of them).
+    """Figures 1-6 under ``out_dir``, with ``extra`` (a family drawn beside the built-ins) in figures 1-5;
+    measurements missing from ``results_dir`` are computed first (one progress bar for all of them).
     The probe sweep is read before anything is computed, so a corrupt one fails at once."""
     out_dir, results_dir, probes = Path(out_dir), Path(results_dir), Path(probes)
     sweep = read_probe_sweep(probes)

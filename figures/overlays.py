@@ -22,6 +22,7 @@ from accum.theory import NoClosedForm, prediction
 from accum.theory.scores import gap_in_sd
 
 from .data import Measured
+from .specs import EXTRA_SERIES
 
 
 class Curve(NamedTuple):
@@ -102,19 +103,23 @@ def window_theory(measured: Sequence[Measured]) -> Theory:
 
 
 def score_gap_theory(measured: Sequence[Measured]) -> Theory:
-    """Across d: the far-score second moment d E[s^2] (``prediction("far-variance")``) and the near score in
-    far standard deviations (``theory.scores.gap_in_sd``)."""
-    dims = np.array([m.record["result"]["dim"] for m in measured])
+    """Across the built-in dimensions: the far-score second moment d E[s^2] (``prediction("far-variance")``)
+    and the near score in far standard deviations (``theory.scores.gap_in_sd``); for an extra family (series
+    ``EXTRA_SERIES``) its own d E[s^2] at its dimension, under the name ``EXTRA_SERIES``."""
+    builtin = [m for m in measured if m.job.series != EXTRA_SERIES]
+    dims = np.array([m.record["result"]["dim"] for m in builtin])
 
-    def variance() -> Curve:
-        points = [predicted("far-variance", m, offset=options_of(m)["offset"]) for m in measured]
-        return Curve(dims, np.array([value for value, _ in points]), points[0][1])
+    def variance(group: Sequence[Measured]) -> Curve:
+        points = [predicted("far-variance", m, offset=options_of(m)["offset"]) for m in group]
+        return Curve(np.array([m.record["result"]["dim"] for m in group]),
+                     np.array([value for value, _ in points]), points[0][1])
 
     def gap() -> Curve:
         return Curve(dims, np.array([gap_in_sd(int(d), near=m.record["result"]["near"])
-                                     for d, m in zip(dims, measured)]))
+                                     for d, m in zip(dims, builtin)]))
 
-    return _collect([("far-variance", variance), ("gap", gap)],
+    extra = [(EXTRA_SERIES, lambda m=m: variance([m])) for m in measured if m.job.series == EXTRA_SERIES]
+    return _collect([("far-variance", lambda: variance(builtin)), ("gap", gap), *extra],
                     'theory.prediction("far-variance"), theory.scores.gap_in_sd')
 
 

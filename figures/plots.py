@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 
 from .data import Measured
 from .overlays import Theory, by_series
+from .specs import EXTRA_SERIES
 
 #: the one style of every figure
 STYLE: dict[str, Any] = {
@@ -199,15 +200,20 @@ def fig_window(measured: Sequence[Measured], theory: Theory) -> Figure:
 @styled
 def fig_score_gap(measured: Sequence[Measured], theory: Theory) -> Figure:
     """Figure 3: (a) far-score densities per d against the near score, (b) the gap in far standard
-    deviations, (c) the far-score second moment d E[s^2]."""
+    deviations, (c) the far-score second moment d E[s^2]; an extra family (series ``EXTRA_SERIES``) is one more
+    density and one more point at its own dimension, in its own colour."""
     fig = Figure(figsize=(13, 4.2), layout="constrained")
     ax_hist, ax_gap, ax_var = fig.subplots(1, 3, gridspec_kw={"width_ratios": (1.5, 1, 1)})
+    builtin = [m for m in measured if m.job.series != EXTRA_SERIES]
+    extra = [m for m in measured if m.job.series == EXTRA_SERIES]
     cmap = matplotlib.colormaps["viridis"]
-    shades = [cmap(0.9 * i / max(len(measured) - 1, 1)) for i in range(len(measured))]
-    for m, c in zip(measured, shades):
+    shades = [cmap(0.9 * i / max(len(builtin) - 1, 1)) for i in range(len(builtin))]
+    labels = [m.job.label for m in builtin] + [m.job.label + ("" if "dim" in m.job.params else f" ($d={result(m)['dim']}$)")
+                                               for m in extra]
+    for m, c, label in zip(builtin + extra, shades + [COLORS[EXTRA_SERIES]] * len(extra), labels):
         counts, edges = arrays(m, "hist_counts", "hist_edges")
         density = counts / (counts.sum() * np.diff(edges))
-        ax_hist.stairs(np.where(density > 0, density, np.nan), edges, color=c, linewidth=1.4, label=m.job.label)
+        ax_hist.stairs(np.where(density > 0, density, np.nan), edges, color=c, linewidth=1.4, label=label)
     near = result(measured[0])["near"]
     ax_hist.axvline(near, color="#d62728", linewidth=1.6, label=rf"near score $q^{{\mathsf{{T}}}}k = {near:g}$")
     ax_hist.set_yscale("log")
@@ -217,26 +223,40 @@ def fig_score_gap(measured: Sequence[Measured], theory: Theory) -> Figure:
     ax_hist.set_title(rf"(a) far scores at distance $\Delta = {offset}$")
     ax_hist.legend(loc="upper left")
 
-    dims = np.array([result(m)["dim"] for m in measured], dtype=float)
-    gap = np.array([result(m)["gap_sd"] for m in measured])
+    dims = np.array([result(m)["dim"] for m in builtin], dtype=float)
+    all_dims = np.array([result(m)["dim"] for m in measured], dtype=float)
+    gap = np.array([result(m)["gap_sd"] for m in builtin])
     ax_gap.plot(dims, gap, "o", color="#1f77b4", label="Monte Carlo", zorder=4)
+    for m in extra:
+        ax_gap.plot([result(m)["dim"]], [result(m)["gap_sd"]], "D", color=COLORS[EXTRA_SERIES], label=m.job.label,
+                    zorder=5)
     draw_theory(ax_gap, theory, "gap", "0.2", label=r"theory $\sqrt{d}$")
     ax_gap.set_xscale("log", base=2)
     ax_gap.set_yscale("log", base=2)
-    plain_ticks(ax_gap, dims)
+    plain_ticks(ax_gap, all_dims)
     ax_gap.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
     ax_gap.set_xlabel(r"head dimension $d$")
     ax_gap.set_ylabel(r"gap $(q^{\mathsf{T}}k - \mathbb{E}\,s) / \mathrm{sd}(s)$ (far sd)")
     ax_gap.set_title(r"(b) the gap opens as $\sqrt{d}$")
     ax_gap.legend(loc="upper left")
 
-    var = np.array([result(m)["mean"] for m in measured])
-    se = np.array([result(m)["stderr"] for m in measured])
+    var = np.array([result(m)["mean"] for m in builtin])
+    se = np.array([result(m)["stderr"] for m in builtin])
     ax_var.errorbar(dims, var, yerr=K_SE * se, fmt="o", color="#1f77b4", label=r"Monte Carlo $\pm 2\,$se", zorder=4)
+    top = float(np.max(var + K_SE * se))
+    for m in extra:
+        v, e = result(m)["mean"], result(m)["stderr"]
+        ax_var.errorbar([result(m)["dim"]], [v], yerr=[K_SE * e], fmt="D", color=COLORS[EXTRA_SERIES],
+                        label=m.job.label, zorder=5)
+        top = max(top, v + K_SE * e)
     draw_theory(ax_var, theory, "far-variance", "0.2", label=r"theory $|q|^2|k|^2 = 1$")
+    point = theory.curves.get(EXTRA_SERIES)
+    if point is not None:
+        ax_var.plot(point.x, point.y, "_", color=COLORS[EXTRA_SERIES], markersize=14, markeredgewidth=2,
+                    label="its theory", zorder=6)
     ax_var.set_xscale("log", base=2)
-    plain_ticks(ax_var, dims)
-    ax_var.set_ylim(0, max(1.5, float(np.max(var + K_SE * se)) * 1.1))
+    plain_ticks(ax_var, all_dims)
+    ax_var.set_ylim(0, max(1.5, top * 1.1))
     ax_var.set_xlabel(r"head dimension $d$")
     ax_var.set_ylabel(r"$d\,\mathbb{E}\,[s^2]$ (far variance $\times\, d$)")
     ax_var.set_title(r"(c) far variance is $1/d$")

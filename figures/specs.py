@@ -7,8 +7,8 @@ in the repository (a few CPU minutes in total).
 
 Every family is built from the registry in ``simulations.families``; unit probes q = k = m = 1/sqrt(d)
 throughout (the estimators' default).  An ``ExtraFamily`` (``accum figures --family F --param k=v``, built-in or
-``module:Class``) adds one series, ``EXTRA_SERIES``, to figures 1, 2, 4 and 5 beside the built-ins, measured with
-the same options; figure 3 is a sweep over d of one SO(2) law and gets no extra series.
+``module:Class``) adds one series, ``EXTRA_SERIES``, to figures 1-5 beside the built-ins, measured with the same
+options (in figure 3, a sweep over d of one SO(2) law, it is one more point at the family's own dimension).
 """
 
 from __future__ import annotations
@@ -20,8 +20,11 @@ DIM = 16
 
 
 @dataclass(frozen=True)
-class Job:
-    """One measurement ``measure(quantity, family, params, options, seed)`` a figure needs.
+class CurveSpec:
+    """One curve of a figure: the measurement ``measure(quantity, family, params, options, seed)`` it draws.
+
+    ``figures.data.plan`` turns it into the sweep's ``Job`` (the one job model: hash-keyed, seeded from its
+    config, run by the sweep's runner), so a figure's data file is the file ``accum sweep`` would write.
 
     series: which curve of the figure it belongs to (its colour and legend entry, see ``figures.plots``);
     label: the legend text (mathtext allowed); panel: which panel of the figure draws it.
@@ -42,7 +45,7 @@ class FigureSpec:
 
     name: str
     summary: str
-    jobs: tuple[Job, ...] = field(default_factory=tuple)
+    jobs: tuple[CurveSpec, ...] = field(default_factory=tuple)
 
 
 #: the series name of an extra family in every figure it is drawn in (its colour in ``figures.plots.COLORS``)
@@ -62,8 +65,8 @@ class ExtraFamily:
         given = ", ".join(f"{k}={v}" for k, v in self.params.items())
         return f"{self.name.rpartition(':')[2]}({given})".replace("$", r"\$")
 
-    def job(self, quantity: str, options: dict, panel: int = 0) -> "Job":
-        return Job(quantity, self.name, dict(self.params), options, EXTRA_SERIES, self.label, panel)
+    def job(self, quantity: str, options: dict, panel: int = 0) -> CurveSpec:
+        return CurveSpec(quantity, self.name, dict(self.params), options, EXTRA_SERIES, self.label, panel)
 
 
 def _so2(law: str, **params) -> dict:
@@ -93,18 +96,18 @@ def coherence_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSpec:
         ("so2-cauchy", r"SO(2) wrapped Cauchy $\gamma=0.2$", _so2("wrapped-cauchy", gamma=0.2)),
         ("so2-token", r"SO(2) token angles ($V=8$)", _so2("token", vocab=8, table_sigma=1.0)),
     ]
-    jobs = [Job("coherence", "so2-accumulated", p, opts, key, label, 0) for key, label, p in so2]
-    jobs.append(Job("coherence", "rope", {"dim": DIM}, {**opts, **_few_if_deterministic("rope")}, "rope",
+    jobs = [CurveSpec("coherence", "so2-accumulated", p, opts, key, label, 0) for key, label, p in so2]
+    jobs.append(CurveSpec("coherence", "rope", {"dim": DIM}, {**opts, **_few_if_deterministic("rope")}, "rope",
                     "RoPE (deterministic)", 0))
     jobs += [
-        Job("coherence", "householder", {"dim": DIM, "beta": 1.0}, opts, "householder-1",
+        CurveSpec("coherence", "householder", {"dim": DIM, "beta": 1.0}, opts, "householder-1",
             r"Householder $\beta=1$", 1),
-        Job("coherence", "householder", {"dim": DIM, "beta": 2.0}, opts, "householder-2",
+        CurveSpec("coherence", "householder", {"dim": DIM, "beta": 2.0}, opts, "householder-2",
             r"Householder $\beta=2$ (reflection)", 1),
-        Job("coherence", "givens", {"dim": DIM, "sigma": 1.0}, opts, "givens", r"Givens $\sigma=1$", 1),
-        Job("coherence", "lie-walk", {"dim": 8, "sigma": 0.5}, {"steps": lie_steps, "samples": lie_samples},
+        CurveSpec("coherence", "givens", {"dim": DIM, "sigma": 1.0}, opts, "givens", r"Givens $\sigma=1$", 1),
+        CurveSpec("coherence", "lie-walk", {"dim": 8, "sigma": 0.5}, {"steps": lie_steps, "samples": lie_samples},
             "lie-walk", r"Lie walk $\sigma=0.5$, $d=8$", 1),
-        Job("coherence", "haar", {"dim": DIM}, {"steps": haar_steps, "samples": haar_samples}, "haar",
+        CurveSpec("coherence", "haar", {"dim": DIM}, {"steps": haar_steps, "samples": haar_samples}, "haar",
             r"Haar O(d): $c(n) = 0$ for $n \geq 1$", 1),
     ]
     jobs += [extra.job("coherence", opts, 1)] if extra else []
@@ -127,7 +130,7 @@ WINDOW_FAMILIES = (
 def window_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSpec:
     """Figure 2: mixing-window width W(T) at each context length T; flat for accumulated transforms."""
     contexts, samples = ((8, 16), 8) if quick else ((16, 32, 64, 128, 256, 512, 1024), 400)
-    jobs = tuple(Job("window", fam, params, {"context": t, "samples": samples, **_few_if_deterministic(fam)},
+    jobs = tuple(CurveSpec("window", fam, params, {"context": t, "samples": samples, **_few_if_deterministic(fam)},
                      key, label) for key, label, fam, params in WINDOW_FAMILIES for t in contexts)
     jobs += tuple(extra.job("window", {"context": t, "samples": samples}) for t in contexts) if extra else ()
     return FigureSpec("fig2_window",
@@ -135,11 +138,13 @@ def window_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSpec:
                       "accumulated transforms, growing for RoPE; Monte Carlo +-2 se against theory (dashed).", jobs)
 
 
-def score_gap_spec(quick: bool) -> FigureSpec:
-    """Figure 3: far-score distribution at distance Delta for growing head dimension d (SO(2) Gaussian)."""
+def score_gap_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSpec:
+    """Figure 3: far-score distribution at distance Delta for growing head dimension d (SO(2) Gaussian), with
+    ``extra`` at its own dimension."""
     dims, offset, samples = ((4, 16), 4, 200) if quick else ((4, 16, 64, 256), 64, 20000)
-    jobs = tuple(Job("score-gap", "so2-accumulated", {"dim": d, "law": "gaussian", "sigma": 1.0},
-                     {"offset": offset, "samples": samples}, f"d{d}", f"$d={d}$") for d in dims)
+    jobs = tuple(CurveSpec("score-gap", "so2-accumulated", {"dim": d, "law": "gaussian", "sigma": 1.0},
+                           {"offset": offset, "samples": samples}, f"d{d}", f"$d={d}$") for d in dims)
+    jobs += (extra.job("score-gap", {"offset": offset, "samples": samples}),) if extra else ()
     return FigureSpec("fig3_score_gap",
                       "Near score q.k = 1 against the far-score distribution s = q^T A_Delta...A_1 k for growing head "
                       "dimension d: far scores concentrate at 0 with variance 1/d, so the gap opens as sqrt(d).", jobs)
@@ -157,7 +162,7 @@ def near_weight_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSpe
         ("nope", "NoPE (no transport)", "nope", {"dim": DIM}, 0.0),
         ("alibi", r"ALiBi slope $m = 0.5$ (NoPE + bias)", "nope", {"dim": DIM}, 0.5),
     ]
-    jobs = tuple(Job("near-weight", fam, params, {**opts, "alibi_slope": slope, **_few_if_deterministic(fam)},
+    jobs = tuple(CurveSpec("near-weight", fam, params, {**opts, "alibi_slope": slope, **_few_if_deterministic(fam)},
                      key, label) for key, label, fam, params, slope in rows)
     jobs += (extra.job("near-weight", {**opts, "alibi_slope": 0.0}),) if extra else ()
     return FigureSpec("fig4_near_weight",
@@ -174,7 +179,7 @@ def far_residual_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSp
         ("qkv-1", r"QKV rotation, SO(2) $\sigma=1$", _so2("gaussian", sigma=1.0), 1),
         ("qk-0.5", r"QK only (values not rotated), $\sigma=0.5$", _so2("gaussian", sigma=0.5), 0),
     ]
-    jobs = tuple(Job("far-residual", "so2-accumulated", params, {**opts, "value_rotation": rot}, key, label)
+    jobs = tuple(CurveSpec("far-residual", "so2-accumulated", params, {**opts, "value_rotation": rot}, key, label)
                  for key, label, params, rot in rows)
     jobs += (extra.job("far-residual", {**opts, "value_rotation": 1}),) if extra else ()
     return FigureSpec("fig5_far_residual",
@@ -194,6 +199,6 @@ def probes_spec() -> FigureSpec:
 
 
 def figure_specs(quick: bool, extra: ExtraFamily | None = None) -> tuple[FigureSpec, ...]:
-    """Figures 1-6 in order, with ``extra`` beside the built-ins in figures 1, 2, 4 and 5."""
-    return (coherence_spec(quick, extra), window_spec(quick, extra), score_gap_spec(quick), near_weight_spec(quick, extra),
+    """Figures 1-6 in order, with ``extra`` beside the built-ins in figures 1-5."""
+    return (coherence_spec(quick, extra), window_spec(quick, extra), score_gap_spec(quick, extra), near_weight_spec(quick, extra),
             far_residual_spec(quick, extra), probes_spec())

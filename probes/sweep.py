@@ -26,7 +26,7 @@ from accum.probes.data import TokenData, eval_windows, window_count
 from accum.probes.evaluate import MAX_MULTIPLIER, EvalConfig, evaluate_lengths
 from accum.probes.io import provenance, read_json, write_atomic, write_json
 from accum.probes.model import ARMS, check_int
-from accum.probes.train import RESULTS, TrainConfig, check_train_split, load_data, load_trained, train
+from accum.probes.train import RESULTS, WEIGHTS, TrainConfig, check_train_split, load_data, load_trained, train
 
 EVAL_RESULTS = "eval.json"
 MIN_SEEDS = 3
@@ -203,13 +203,16 @@ def markdown_table(seq_len: int, multipliers: list[int], arms: dict, verdict_row
 
 def _sweep_run(cfg: SweepConfig, arm: str, seed: int, out_dir: Path, data: TokenData, data_meta: dict, device: str,
                threads: int, progress: bool) -> None:
-    """Train (or resume) and evaluate one (arm, seed) run unless it is finished already."""
+    """Train (or resume) and evaluate one (arm, seed) run unless it is finished already.
+
+    A run whose train.json is finished but whose weights are gone (they are not committed) and that has no
+    matching eval.json is trained again (from its checkpoint if there is one): same seed, same run."""
     if finished_run(cfg, out_dir, arm, seed) is not None:
         return
     folder = run_dir(out_dir, arm, seed)
     tcfg = cfg.run_config(arm, seed)
     tres = _finished(folder / RESULTS, "config", tcfg.to_dict())
-    if tres is None or not tres["finished"]:
+    if tres is None or not tres["finished"] or not (folder / WEIGHTS).exists():
         train(tcfg, folder, data=data, data_meta=data_meta, device=device, threads=threads, progress=progress)
     eres = evaluate_run(folder, data, cfg.eval, cfg.analysis_multiplier, cfg.analysis_windows, device, threads)
     write_json(folder / EVAL_RESULTS, eres)

@@ -22,7 +22,7 @@ far_residual also draws the angles with torch on that device (a different random
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -36,21 +36,86 @@ from .steps import AngleSteps, HouseholderSteps, from_complex_planes, to_complex
 BATCH_BUDGET = 2_000_000
 
 
-@dataclass
+def _plain(x: Any) -> Any:
+    """A JSON-ready value: numpy arrays and scalars as Python lists and numbers."""
+    return np.asarray(x).tolist() if isinstance(x, (np.ndarray, np.generic)) else x
+
+
+@dataclass(frozen=True, eq=False)
 class Estimate:
-    """A Monte Carlo estimate: ``mean`` and ``stderr`` (scalars or arrays of one shape), ``n`` samples."""
+    """A Monte Carlo estimate: ``mean`` and ``stderr`` (scalars or arrays of one shape), ``n`` samples.
+
+    Estimators return the subclass that names what else they measured (the axis of a curve, the far mass
+    beside a near weight); ``to_dict`` writes every field under its own name.
+    """
 
     mean: Any
     stderr: Any
     n: int
-    extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        def plain(x: Any) -> Any:
-            return np.asarray(x).tolist() if isinstance(x, (np.ndarray, np.generic)) else x
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
 
-        return {"mean": plain(self.mean), "stderr": plain(self.stderr), "n": self.n,
-                **{k: plain(v) for k, v in self.extra.items()}}
+
+@dataclass(frozen=True, eq=False)
+class CurveEstimate(Estimate):
+    """A curve over steps n = ``steps`` (coherence c(n), mean squared product norm)."""
+
+    steps: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class OnsetEstimate(Estimate):
+    """The first step n <= ``n_steps`` at which |c(n)| <= ``eps``."""
+
+    eps: float
+    n_steps: int
+
+
+@dataclass(frozen=True, eq=False)
+class ContextEstimate(Estimate):
+    """A statistic of the last row of a context of length ``context`` (offset profile, window width)."""
+
+    context: int
+
+
+@dataclass(frozen=True, eq=False)
+class ScoreGapEstimate(Estimate):
+    """d E[s^2] of far scores s at distance ``offset`` in dimension ``dim``, with the far mean, the near score
+    q.k, the standardised gap (q.k - E s) / sd(s), the tail P(|s| >= 1/2) and a histogram of s."""
+
+    far_mean: float
+    far_mean_stderr: float
+    near: float
+    gap_sd: float
+    tail_half: float
+    hist_counts: np.ndarray
+    hist_edges: np.ndarray
+    dim: int
+    offset: int
+
+
+@dataclass(frozen=True, eq=False)
+class NearWeightEstimate(Estimate):
+    """Near weight w(N) for N in ``far_sizes`` with the far mass M(N) and log M(N), each with its standard
+    error, at near score ``s0`` and ALiBi slope ``alibi_slope``."""
+
+    far_sizes: np.ndarray
+    far_mass: np.ndarray
+    far_mass_stderr: np.ndarray
+    log_far_mass: np.ndarray
+    log_far_mass_stderr: np.ndarray
+    s0: float
+    alibi_slope: float
+
+
+@dataclass(frozen=True, eq=False)
+class FarResidualEstimate(Estimate):
+    """|r(N)|^2, the squared norm of the mean far value residual, for N in ``far_sizes``, with or without
+    ``value_rotation``."""
+
+    far_sizes: np.ndarray
+    value_rotation: bool
 
 
 def unit_probe(dim: int) -> np.ndarray:
@@ -160,12 +225,12 @@ class Moments:
         return self.sd() / np.sqrt(self.n)
 
 
-def mean_estimate(sums: np.ndarray, squares: np.ndarray, sizes: np.ndarray, **extra: Any) -> Estimate:
-    """Pooled mean and sd/sqrt(n) from group sums."""
+def pooled_mean(sums: np.ndarray, squares: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Pooled mean, its standard error sd / sqrt(n) and n from group sums and sums of squares (axis 0: group)."""
     n = int(sizes.sum())
     mean = sums.sum(axis=0) / n
     var = np.maximum(squares.sum(axis=0) / n - mean**2, 0.0) * n / (n - 1)
-    return Estimate(mean, np.sqrt(var / n), n, dict(extra))
+    return mean, np.sqrt(var / n), n
 
 
 def jackknife(stat: Callable[..., np.ndarray], group_sums: Sequence[np.ndarray], sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -227,7 +292,7 @@ def bilinear_path(family: Family, rng: np.random.Generator, n_steps: int, batch:
 
 
 def coherence(family: Family, n_steps: int, n_samples: int, rng: np.random.Generator,
-              q: np.ndarray | None = None, k: np.ndarray | None = None, device: str | None = None) -> Estimate:
+              q: np.ndarray | None = None, k: np.ndarray | None = None, device: str | None = None) -> CurveEstimate:
     """c(n) = E[q^T A_n ... A_1 k] for n = 0..n_steps.
 
     Returns arrays of shape (n_steps + 1,).  Theory: c(n) = sum_b Re(conj(z_qb) z_kb phi_b^n) for i.i.d. SO(2)
@@ -244,7 +309,7 @@ def coherence(family: Family, n_steps: int, n_samples: int, rng: np.random.Gener
         sums, squares, sizes = grouped_sums(lambda b: bilinear_path(family, rng, n_steps, b, q, k), n_samples, per_sample)
     else:
         sums, squares, sizes = _torch_grouped_coherence(family, n_steps, n_samples, rng, q, k, device, per_sample)
-    return mean_estimate(sums, squares, sizes, steps=np.arange(n_steps + 1))
+    return CurveEstimate(*pooled_mean(sums, squares, sizes), steps=np.arange(n_steps + 1))
 
 
 def _torch_grouped_coherence(family: Family, n_steps: int, n_samples: int, rng: np.random.Generator,
@@ -272,7 +337,7 @@ def _torch_grouped_coherence(family: Family, n_steps: int, n_samples: int, rng: 
     return sums, squares, np.array(sizes)
 
 
-def mean_product_sq(family: Family, n_steps: int, n_samples: int, rng: np.random.Generator) -> Estimate:
+def mean_product_sq(family: Family, n_steps: int, n_samples: int, rng: np.random.Generator) -> CurveEstimate:
     """||E[A_n ... A_1]||_F^2 / d for n = 0..n_steps, unbiased (a U-statistic over pairs of samples).
 
     With P_1..P_M i.i.d. products, (||sum_m P_m||_F^2 - sum_m ||P_m||_F^2) / (M (M-1)) is unbiased for
@@ -302,14 +367,14 @@ def mean_product_sq(family: Family, n_steps: int, n_samples: int, rng: np.random
         rotations.append(rot)
     if all(r == size for r, size in zip(rotations, sizes)):  # every step block-SO(2): stay with plane sums
         full, se = jackknife(lambda total, m: _rotation_sq_norm(total, m, d), [np.array(planes)], np.array(sizes))
-        return Estimate(full, se, int(np.sum(sizes)), {"steps": np.arange(n_steps + 1)})
+        return CurveEstimate(full, se, int(np.sum(sizes)), steps=np.arange(n_steps + 1))
     sums = [s + _rotation_block_sums(pl, r) if r else s for s, pl, r in zip(sums, planes, rotations)]
 
     def stat(total: np.ndarray, norm: np.ndarray, m: int) -> np.ndarray:
         return (np.sum(total**2, axis=(1, 2)) - norm) / (m * (m - 1)) / d
 
     full, se = jackknife(stat, [np.array(sums), np.array(norms)], np.array(sizes))
-    return Estimate(full, se, int(np.sum(sizes)), {"steps": np.arange(n_steps + 1)})
+    return CurveEstimate(full, se, int(np.sum(sizes)), steps=np.arange(n_steps + 1))
 
 
 def _rotation_sq_norm(planes: np.ndarray, m: int, d: int) -> np.ndarray:
@@ -354,7 +419,7 @@ def _check_eps(eps: float) -> None:
         raise ParamError(f"eps must lie in (0, 1), got {eps!r}")
 
 
-def onset(family: Family, eps: float, n_steps: int, n_samples: int, rng: np.random.Generator) -> Estimate:
+def onset(family: Family, eps: float, n_steps: int, n_samples: int, rng: np.random.Generator) -> OnsetEstimate:
     """Incoherence onset n_eps = min{n : |c(n)| <= eps}, from the Monte Carlo coherence curve.
 
     Interpolated between integer steps (``stats.first_crossing``) so the jackknife standard error is meaningful.
@@ -366,7 +431,7 @@ def onset(family: Family, eps: float, n_steps: int, n_samples: int, rng: np.rand
     sums, squares, sizes = grouped_sums(lambda b: bilinear_path(family, rng, n_steps, b, q, k),
                                         n_samples, path_floats(family, n_steps))
     value, se = jackknife(lambda total, n: first_crossing(total / n, eps), [sums], sizes)
-    return Estimate(float(value), float(se), int(sizes.sum()), {"eps": eps, "n_steps": n_steps})
+    return OnsetEstimate(float(value), float(se), int(sizes.sum()), eps=eps, n_steps=n_steps)
 
 
 def _last_row_sums(family: Family, context: int, n_samples: int, rng: np.random.Generator, least: int = 2):
@@ -383,17 +448,17 @@ def _last_row_sums(family: Family, context: int, n_samples: int, rng: np.random.
     return grouped_sums(draw, n_samples, path_floats(family, context), least=least)
 
 
-def offset_profile(family: Family, context: int, n_samples: int, rng: np.random.Generator) -> Estimate:
+def offset_profile(family: Family, context: int, n_samples: int, rng: np.random.Generator) -> ContextEstimate:
     """c_T(Delta) = E[q^T A_{T-1} ... A_{T-Delta} k], Delta = 0..T-1, for the last query of a length-T context.
 
     For stationary step laws c_T(Delta) = c(Delta) whatever T: per-token suppression measured at one length
     holds at every length (claim C3).  Shape (T,), plain standard errors.
     """
     sums, squares, sizes = _last_row_sums(family, context, n_samples, rng)
-    return mean_estimate(sums, squares, sizes, context=context)
+    return ContextEstimate(*pooled_mean(sums, squares, sizes), context=context)
 
 
-def window(family: Family, context: int, n_samples: int, rng: np.random.Generator) -> Estimate:
+def window(family: Family, context: int, n_samples: int, rng: np.random.Generator) -> ContextEstimate:
     """Mixing-window width at context length T: W(T) = sum_{Delta=0}^{T-1} c_T(Delta)^2 / (q.k)^2.
 
     c_T is the last-row profile of ``offset_profile``.  W counts the effectively coherent offsets: for
@@ -407,13 +472,13 @@ def window(family: Family, context: int, n_samples: int, rng: np.random.Generato
         return float(np.sum((total**2 - total_sq) / (n * (n - 1))))
 
     value, se = jackknife(width, [sums, squares], sizes)
-    return Estimate(float(value), float(se), int(sizes.sum()), {"context": context})
+    return ContextEstimate(float(value), float(se), int(sizes.sum()), context=context)
 
 
-def score_gap(family: Family, offset: int, n_samples: int, rng: np.random.Generator, bins: int = 60) -> Estimate:
+def score_gap(family: Family, offset: int, n_samples: int, rng: np.random.Generator, bins: int = 60) -> ScoreGapEstimate:
     """Far-score statistics at distance ``offset``: s = q^T A_offset ... A_1 k with |q| = |k| = 1.
 
-    mean is the far variance scaled by d, d E[s^2] (theory: 1 for Haar, |q|^2 |k|^2 = 1); extra holds the far
+    mean is the far variance scaled by d, d E[s^2] (theory: 1 for Haar, |q|^2 |k|^2 = 1); it also holds the far
     mean with its standard error, the near score q.k = 1, the standardised gap (q.k - E s) / sd(s), the
     empirical tail P(|s| >= 1/2) and a histogram of s.  Standard error of d E[s^2] from the fourth moment.
     Streamed: each batch is folded into running moments, histogram counts and the tail count.
@@ -435,10 +500,10 @@ def score_gap(family: Family, offset: int, n_samples: int, rng: np.random.Genera
     n = far_m.n
     sd = far_m.sd()
     spread = sd > 1e-12 * max(1.0, abs(float(far_m.mean)))  # a deterministic far score's sd is rounding only
-    return Estimate(float(sq_m.mean), float(sq_m.stderr()), n, {
-        "far_mean": float(far_m.mean), "far_mean_stderr": float(sd / np.sqrt(n)), "near": float(q @ k),
-        "gap_sd": float((q @ k - far_m.mean) / sd) if spread else math.inf, "tail_half": tail / n,
-        "hist_counts": counts, "hist_edges": edges, "dim": d, "offset": offset})
+    return ScoreGapEstimate(
+        float(sq_m.mean), float(sq_m.stderr()), n, far_mean=float(far_m.mean), far_mean_stderr=float(sd / np.sqrt(n)),
+        near=float(q @ k), gap_sd=float((q @ k - far_m.mean) / sd) if spread else math.inf, tail_half=tail / n,
+        hist_counts=counts, hist_edges=edges, dim=d, offset=offset)
 
 
 def _check_sizes(name: str, sizes: Sequence[int]) -> np.ndarray:
@@ -449,14 +514,14 @@ def _check_sizes(name: str, sizes: Sequence[int]) -> np.ndarray:
 
 
 def near_weight(family: Family, far_sizes: Sequence[int], s0: float, n_samples: int, rng: np.random.Generator,
-                alibi_slope: float = 0.0, chunk: int = 4096, device: str | None = None) -> Estimate:
+                alibi_slope: float = 0.0, chunk: int = 4096, device: str | None = None) -> NearWeightEstimate:
     """Attention weight on one near target among N far copies of its key, for each N in ``far_sizes``.
 
     Scores (logits): near s_0 (Delta = 0, no transport); far s_Delta = s0 q^T A_i ... A_{i-Delta+1} k - slope Delta
     for Delta = 1..N with unit q = k, so |s_Delta + slope Delta| <= s0 for any orthogonal steps.  Near weight
         w(N) = e^{s0} / (e^{s0} + sum_{Delta=1}^N e^{s_Delta}).
     The far sum is streamed over Delta in chunks with a running log-sum-exp (memory O(chunk), any N), and
-    samples in batches folded into running moments (memory O(batch), any n_samples).  extra holds the far
+    samples in batches folded into running moments (memory O(batch), any n_samples).  The estimate also holds the far
     mass M(N) = sum_Delta e^{s_Delta - s0} (an unbiased mean, E M = N E e^{s - s0} for stationary steps) and
     its log.  Far scores come from ``_far_score_stream`` (one cos per plane and step for SO(2) steps).
     device: None draws with ``rng``; "cpu" / "cuda" draws the angles with torch there (see ``coherence``).
@@ -490,10 +555,9 @@ def near_weight(family: Family, far_sizes: Sequence[int], s0: float, n_samples: 
         weight.add(1.0 / (1.0 + np.exp(lm)))
         mass.add(np.exp(lm))
         log_mass.add(lm)
-    return Estimate(weight.mean, weight.stderr(), weight.n, {
-        "far_sizes": sizes, "far_mass": mass.mean, "far_mass_stderr": mass.stderr(),
-        "log_far_mass": log_mass.mean, "log_far_mass_stderr": log_mass.stderr(),
-        "s0": s0, "alibi_slope": alibi_slope})
+    return NearWeightEstimate(
+        weight.mean, weight.stderr(), weight.n, far_sizes=sizes, far_mass=mass.mean, far_mass_stderr=mass.stderr(),
+        log_far_mass=log_mass.mean, log_far_mass_stderr=log_mass.stderr(), s0=s0, alibi_slope=alibi_slope)
 
 
 def _score_source(family: Family, rng: np.random.Generator, q: np.ndarray, k: np.ndarray, device: str | None):
@@ -537,7 +601,7 @@ def _score_source(family: Family, rng: np.random.Generator, q: np.ndarray, k: np
 
 
 def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: np.random.Generator,
-                 value_rotation: bool = True, chunk: int = 4096, device: str | None = None) -> Estimate:
+                 value_rotation: bool = True, chunk: int = 4096, device: str | None = None) -> FarResidualEstimate:
     """Squared norm of the uniformly weighted far value residual, |r(N)|^2 / |m|^2, for each N.
 
     r(N) = (1/N) sum_{Delta=1}^N P_Delta m with P_Delta = A_i ... A_{i-Delta+1} (values transported like keys,
@@ -571,7 +635,7 @@ def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: 
                 done += n
             out.append(np.sum((u / target) ** 2, axis=1))
         moments.add(np.array(out).T)
-    return Estimate(moments.mean, moments.stderr(), moments.n, {"far_sizes": sizes, "value_rotation": value_rotation})
+    return FarResidualEstimate(moments.mean, moments.stderr(), moments.n, far_sizes=sizes, value_rotation=value_rotation)
 
 
 def _accumulate_values(steps, u: np.ndarray, m: np.ndarray) -> np.ndarray:

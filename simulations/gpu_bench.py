@@ -69,7 +69,7 @@ def run(device_name: str, dim: int, far: int, samples: int, chunk: int, seed: in
         out[f"{name}_ratio"] = out[f"{name}_s"] / out["draw_s"]
         out[f"{name}_tokens_per_s"] = tokens / out[f"{name}_s"]
     out["near_weight"] = float(result["near"].mean[0])
-    out["far_mass"] = float(result["near"].extra["far_mass"][0])
+    out["far_mass"] = float(result["near"].far_mass[0])
     out["far_residual"] = float(result["resid"].mean[0])
     return out
 

@@ -2,6 +2,7 @@
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -175,6 +176,20 @@ def test_sweep_writes_seed_level_tables_and_reuses_finished_runs(tmp_path, monke
     again = run_sweep(SWEEP, tmp_path, progress=False, threads=1)
     assert (tmp_path / "nope" / "seed0" / "train.json").stat().st_mtime_ns == stamp
     assert again["runs"] == res["runs"] and again["verdicts"] == res["verdicts"]
+
+
+def test_sweep_retrains_a_trained_run_whose_weights_are_gone(tmp_path, monkeypatch):
+    """train.json finished, no eval.json, weights not committed (a fresh clone of a sweep stopped between
+    training and evaluation): the sweep trains that run again instead of failing to load its weights."""
+    monkeypatch.setattr("accum.probes.sweep.load_data", lambda cfg, cache: (DATA, {"source": "test"}))
+    one = replace(SWEEP, arms=("nope",))
+    first = run_sweep(one, tmp_path, progress=False, threads=1)
+    folder = tmp_path / "nope" / "seed0"
+    for name in ("eval.json", "model.safetensors", "checkpoint.pt"):
+        (folder / name).unlink()
+    again = run_sweep(one, tmp_path, progress=False, threads=1)
+    assert (folder / "model.safetensors").exists() and (folder / "eval.json").exists()
+    assert again["runs"]["nope"]["0"]["ppl"] == pytest.approx(first["runs"]["nope"]["0"]["ppl"], rel=1e-9)
 
 
 def test_partial_sweep_is_reported_incomplete(tmp_path, monkeypatch, capsys):

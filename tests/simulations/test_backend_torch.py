@@ -15,8 +15,9 @@ from accum.simulations import estimators as est
 from accum.simulations import reference
 from accum.simulations.families import make_family
 from accum.simulations.params import ParamError
-from accum.simulations.stats import within_budget
 from accum.simulations.steps import AngleSteps
+
+from conftest import assert_within
 
 BUDGET = 1e-5
 
@@ -94,8 +95,7 @@ def test_torch_draws_follow_the_angle_law(law, params):
         phi = np.sinc(omega / np.pi) + 0j
     want = np.array([np.sum(2 / d * np.real(phi**t)) for t in range(n + 1)])
     e = est.coherence(fam, n, 4000, np.random.default_rng(1), device="cpu")
-    ok, z = within_budget(e.mean, e.stderr, want, BUDGET, 1e-12)
-    assert ok, z
+    assert_within(e.mean, e.stderr, want, BUDGET)
 
 
 def test_device_cpu_agrees_with_numpy_path_within_standard_errors():
@@ -110,8 +110,7 @@ def test_device_cpu_agrees_with_numpy_path_within_standard_errors():
     ]
     diffs = np.concatenate([np.ravel(a.mean - b.mean) for a, b in pairs])
     ses = np.concatenate([np.ravel(np.hypot(a.stderr, b.stderr)) for a, b in pairs])
-    ok, z = within_budget(diffs, ses, 0.0, BUDGET, 1e-12)
-    assert ok, z
+    assert_within(diffs, ses, 0.0, BUDGET)
 
 
 class TorchReplay:

@@ -10,9 +10,10 @@ import pytest
 from accum.simulations import estimators as est
 from accum.simulations.families import make_family
 from accum.simulations.params import ParamError
-from accum.simulations.stats import within_budget
 from accum.simulations.steps import AngleSteps, DenseSteps, HouseholderSteps
 from accum.theory import predict
+
+from conftest import assert_within
 
 BUDGET = 1e-5
 
@@ -21,30 +22,25 @@ def estimate_of(mean, stderr):
     return est.Estimate(np.asarray(mean), np.asarray(stderr), 0)
 
 
-def within(e, predicted, floor=1e-12):
-    return within_budget(e.mean, e.stderr, predicted, BUDGET, floor)
+def within(e, predicted):
+    assert_within(e.mean, e.stderr, predicted, BUDGET)
 
 
 def test_householder_coherence_and_product_norm():
     fam = make_family("householder", dim=8, beta=1.0)
     n = np.arange(21)
-    ok, z = within(est.coherence(fam, 20, 3000, np.random.default_rng(0)), (1 - 1 / 8) ** n)
-    assert ok, z
-    ok, z = within(est.mean_product_sq(fam, 8, 600, np.random.default_rng(1)), (1 - 1 / 8) ** (2 * np.arange(9)))
-    assert ok, z
+    within(est.coherence(fam, 20, 3000, np.random.default_rng(0)), (1 - 1 / 8) ** n)
+    within(est.mean_product_sq(fam, 8, 600, np.random.default_rng(1)), (1 - 1 / 8) ** (2 * np.arange(9)))
 
 
 def test_gaussian_so2_coherence_onset_and_window():
     sigma = 0.6
     fam = make_family("so2-accumulated", dim=8, sigma=sigma)
     rho = np.exp(-sigma**2 / 2)
-    ok, z = within(est.coherence(fam, 30, 3000, np.random.default_rng(2)), rho ** np.arange(31))
-    assert ok, z
-    ok, z = within(est.onset(fam, 0.1, 60, 3000, np.random.default_rng(3)), np.log(0.1) / np.log(rho))
-    assert ok, z
+    within(est.coherence(fam, 30, 3000, np.random.default_rng(2)), rho ** np.arange(31))
+    within(est.onset(fam, 0.1, 60, 3000, np.random.default_rng(3)), np.log(0.1) / np.log(rho))
     for t_len in (16, 200):
-        ok, z = within(est.window(fam, t_len, 600, np.random.default_rng(t_len)), (1 - rho ** (2 * t_len)) / (1 - rho**2))
-        assert ok, (t_len, z)
+        within(est.window(fam, t_len, 600, np.random.default_rng(t_len)), (1 - rho ** (2 * t_len)) / (1 - rho**2))
 
 
 @pytest.mark.parametrize("t_len", [32, 256, 2048])
@@ -60,9 +56,8 @@ def test_rope_window_is_deterministic_and_equals_theory(t_len):
 def test_haar_far_variance_is_one_over_d():
     for d in (4, 9):
         e = est.score_gap(make_family("haar", dim=d), 1, 20000, np.random.default_rng(d))
-        ok, z = within(e, 1.0)
-        assert ok, (d, z)
-        assert e.extra["near"] == pytest.approx(1.0)
+        within(e, 1.0)
+        assert e.near == pytest.approx(1.0)
 
 
 def test_near_weight_alibi_exact_and_streaming_invariant():
@@ -82,9 +77,8 @@ def test_near_weight_haar_far_mass_and_bound():
     e = est.near_weight(make_family("haar", dim=d), sizes, s0, 200, np.random.default_rng(5), chunk=500)
     beta = stats.beta((d - 1) / 2, (d - 1) / 2)
     mgf = integrate.quad(lambda u: np.exp(s0 * (2 * u - 1)) * beta.pdf(u), 0, 1)[0]
-    mass = estimate_of(e.extra["far_mass"], e.extra["far_mass_stderr"])
-    ok, z = within(mass, np.array(sizes) * mgf * np.exp(-s0))
-    assert ok, z
+    mass = estimate_of(e.far_mass, e.far_mass_stderr)
+    within(mass, np.array(sizes) * mgf * np.exp(-s0))
     assert np.all(e.mean <= 1 / (1 + np.array(sizes) * np.exp(-2 * s0)))
 
 
@@ -94,8 +88,7 @@ def test_far_residual_exact_finite_n():
     sizes = np.array([10, 100, 1000])
     want = [(n + 2 * np.sum((n - np.arange(1, n)) * rho ** np.arange(1, n))) / n**2 for n in sizes]
     fam = make_family("so2-accumulated", dim=8, sigma=sigma)
-    ok, z = within(est.far_residual(fam, sizes, 1500, np.random.default_rng(6), chunk=64), want)
-    assert ok, z
+    within(est.far_residual(fam, sizes, 1500, np.random.default_rng(6), chunk=64), want)
     flat = est.far_residual(fam, sizes, 3, np.random.default_rng(6), value_rotation=False)
     np.testing.assert_allclose(flat.mean, 1.0, rtol=1e-12)
 
@@ -181,8 +174,8 @@ def test_near_weight_streaming_matches_plain_loop_on_a_replayed_draw(kind, slope
     check_replay_calls(fam, chunk)
     np.testing.assert_allclose(e.mean, w.mean(axis=0), rtol=1e-12)
     np.testing.assert_allclose(e.stderr, w.std(axis=0, ddof=1) / np.sqrt(steps.batch), rtol=1e-12)
-    np.testing.assert_allclose(e.extra["far_mass"], mass.mean(axis=0), rtol=1e-12)
-    np.testing.assert_allclose(e.extra["log_far_mass"], np.log(mass).mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(e.far_mass, mass.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(e.log_far_mass, np.log(mass).mean(axis=0), rtol=1e-12)
 
 
 def far_residual_reference(steps, sizes):

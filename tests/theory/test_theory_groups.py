@@ -10,15 +10,11 @@ import pytest
 from scipy import integrate
 
 from accum.simulations.families import make_family
-from accum.simulations.stats import within_budget
 from accum.theory import groups
 
+from conftest import assert_within
+
 BUDGET = 1e-4
-
-
-def assert_within(mean, se, predicted, budget=BUDGET, floor=1e-12):
-    ok, z = within_budget(mean, se, predicted, budget, floor)
-    assert ok, z
 
 
 @pytest.mark.parametrize("group,d", [("O", 3), ("SO", 3), ("SO", 2), ("O", 6)])
@@ -29,7 +25,7 @@ def test_haar_mean_is_zero_after_one_step_and_far_variance_is_one_over_d(group, 
     q, k = rng.normal(size=d), rng.normal(size=d)
     s2 = (np.einsum("i,bij,j->b", q, a, k)) ** 2
     assert_within(np.r_[a.mean(0).ravel(), s2.mean()], np.r_[a.std(0, ddof=1).ravel(), s2.std(ddof=1)] / math.sqrt(a.shape[0]),
-                  np.r_[np.zeros(d * d) + groups.haar_mean(d, 1, group), groups.haar_far_second_moment(q @ q, k @ k, d)])
+                  np.r_[np.zeros(d * d) + groups.haar_mean(d, 1, group), groups.haar_far_second_moment(q @ q, k @ k, d)], BUDGET)
     assert groups.haar_mean(d, 0, group) == 1.0
     assert groups.haar_mean(1, 3, "SO") == 1.0
 
@@ -39,14 +35,14 @@ def test_givens_rate_and_pair_operator_by_monte_carlo():
     a = make_family("givens", dim=d, sigma=sigma).sample(np.random.default_rng(0), 1, 40000).dense()[:, 0]
     kron = np.einsum("bij,bkl->bikjl", a, a).reshape(a.shape[0], -1)
     assert_within(np.r_[a.mean(0).ravel(), kron.mean(0)], np.r_[a.std(0, ddof=1).ravel(), kron.std(0, ddof=1)] / math.sqrt(a.shape[0]),
-                  np.r_[(groups.givens_rate(d, sigma) * np.eye(d)).ravel(), groups.givens_pair_operator(d, sigma).ravel()])
+                  np.r_[(groups.givens_rate(d, sigma) * np.eye(d)).ravel(), groups.givens_pair_operator(d, sigma).ravel()], BUDGET)
 
 
 @pytest.mark.parametrize("d,sigma", [(3, 0.7), (6, 0.5)])
 def test_lie_walk_rate_by_monte_carlo(d, sigma):
     a = make_family("lie-walk", dim=d, sigma=sigma).sample(np.random.default_rng(d), 1, 3000).dense()[:, 0]
     tr = np.trace(a, axis1=1, axis2=2) / d
-    assert_within(tr.mean(), tr.std(ddof=1) / math.sqrt(tr.size), groups.lie_walk_rate(d, sigma))
+    assert_within(tr.mean(), tr.std(ddof=1) / math.sqrt(tr.size), groups.lie_walk_rate(d, sigma), BUDGET)
 
 
 @pytest.mark.parametrize("d", [4, 5])

@@ -10,15 +10,11 @@ import pytest
 from scipy import integrate
 
 from accum.simulations.families import make_family
-from accum.simulations.stats import within_budget
 from accum.theory import householder as hh
 
+from conftest import assert_within
+
 BUDGET = 1e-4
-
-
-def assert_within(mean, se, predicted, budget=BUDGET, floor=1e-12):
-    ok, z = within_budget(mean, se, predicted, budget, floor)
-    assert ok, z
 
 
 def test_sympy_rates_equal_the_evaluators():
@@ -75,7 +71,7 @@ def test_mean_product_norm_shrinkage_and_second_moment_by_monte_carlo(beta):
     assert_within(np.r_[s.mean(0), norms.mean(0), (s**2).mean(0)],
                   np.r_[s.std(0, ddof=1), norms.std(0, ddof=1), (s**2).std(0, ddof=1)] / math.sqrt(samples),
                   np.r_[hh.mean_product(beta, d, t) * (q @ k), hh.norm_shrinkage(beta, d, t),
-                        hh.far_second_moment(beta, d, t, q, k)])
+                        hh.far_second_moment(beta, d, t, q, k)], BUDGET)
 
 
 def test_reflection_second_moment_tends_to_the_haar_value():
@@ -102,4 +98,4 @@ def test_token_directions_by_enumeration_and_monte_carlo():
     want2 = np.mean([(q @ c @ b @ a @ k) ** 2 for a in mats for b in mats for c in mats])
     assert hh.family_far_second_moment(fam, 3, q, k) == pytest.approx(want2, abs=1e-12)
     s = fam.sample(rng, 3, 40000).bilinear(q, k)[:, 3]
-    assert_within(s.mean(), s.std(ddof=1) / math.sqrt(s.size), q @ want @ k)
+    assert_within(s.mean(), s.std(ddof=1) / math.sqrt(s.size), q @ want @ k, BUDGET)

@@ -12,16 +12,12 @@ import pytest
 from scipy import integrate, stats
 
 from accum.simulations.families import make_family
-from accum.simulations.stats import within_budget
 from accum.theory import so2
 from accum.theory._common import NoClosedForm, planes
 
+from conftest import assert_within
+
 BUDGET = 1e-4
-
-
-def assert_within(mean, se, predicted, budget=BUDGET, floor=1e-12):
-    ok, z = within_budget(mean, se, predicted, budget, floor)
-    assert ok, z
 
 
 def quad_cf(pdf, lo, hi, k):
@@ -124,7 +120,7 @@ def test_coherence_matches_monte_carlo(params):
     k = rng.normal(size=6)
     n, samples = 12, 20000
     vals = fam.sample(rng, n, samples).bilinear(q, k)  # (samples, n+1)
-    assert_within(vals.mean(0)[1:], vals.std(0, ddof=1)[1:] / math.sqrt(samples), so2.coherence(fam, n, q, k)[1:])
+    assert_within(vals.mean(0)[1:], vals.std(0, ddof=1)[1:] / math.sqrt(samples), so2.coherence(fam, n, q, k)[1:], BUDGET)
     assert so2.coherence(fam, n, q, k)[0] == pytest.approx(q @ k)
 
 
@@ -133,7 +129,7 @@ def test_mean_product_matrix_matches_dense_monte_carlo():
     rng = np.random.default_rng(5)
     mats = fam.sample(rng, 3, 20000).dense()
     prod = mats[:, 2] @ mats[:, 1] @ mats[:, 0]
-    assert_within(prod.mean(0), prod.std(0, ddof=1) / math.sqrt(20000), so2.mean_product(fam, 3))
+    assert_within(prod.mean(0), prod.std(0, ddof=1) / math.sqrt(20000), so2.mean_product(fam, 3), BUDGET)
 
 
 @pytest.mark.parametrize("params", [dict(law="gaussian", mu=0.4, sigma=0.4), dict(law="uniform", a=math.pi),
@@ -145,7 +141,7 @@ def test_far_second_moment_matches_monte_carlo(params):
     rng = np.random.default_rng(21)
     q, k = rng.normal(size=8), rng.normal(size=8)
     s = fam.sample(rng, 6, 40000).bilinear(q, k)[:, -1] ** 2
-    assert_within(s.mean(), s.std(ddof=1) / math.sqrt(s.size), so2.far_second_moment(fam, 6, q, k))
+    assert_within(s.mean(), s.std(ddof=1) / math.sqrt(s.size), so2.far_second_moment(fam, 6, q, k), BUDGET)
 
 
 def test_rope_is_deterministic_and_uniform_angles_reach_the_block_limit():
@@ -191,7 +187,7 @@ def test_far_mass_terms_match_monte_carlo(params):
     terms, limit = so2.far_mass_terms(fam, 40, s0, q, k)
     x = np.exp(s0 * fam.sample(rng, 40, 40000).bilinear(q, k)[:, 1:] - s0)
     idx = np.array([0, 1, 4, 39])
-    assert_within(x.mean(0)[idx], x.std(0, ddof=1)[idx] / math.sqrt(x.shape[0]), np.pad(terms, (0, 40 - terms.size), constant_values=limit)[idx])
+    assert_within(x.mean(0)[idx], x.std(0, ddof=1)[idx] / math.sqrt(x.shape[0]), np.pad(terms, (0, 40 - terms.size), constant_values=limit)[idx], BUDGET)
 
 
 def test_far_mass_tail_shortcut_equals_direct_summation():

@@ -11,15 +11,11 @@ import numpy as np
 import pytest
 
 from accum.simulations.families import make_family
-from accum.simulations.stats import within_budget
 from accum.theory import predict, so2, values
 
+from conftest import assert_within
+
 BUDGET = 1e-4
-
-
-def assert_within(mean, se, predicted, budget=BUDGET, floor=1e-12):
-    ok, z = within_budget(mean, se, predicted, budget, floor)
-    assert ok, z
 
 
 @pytest.mark.parametrize("phi", [0.0, 0.5, 0.95, -0.4, 0.7 * np.exp(1.1j), 1.0])
@@ -75,7 +71,7 @@ def residual_mc(family, n, samples, rng):
 def test_residual_prediction_by_monte_carlo(name, params):
     fam = make_family(name, dim=4, **params)
     r = residual_mc(fam, 12, 20000, np.random.default_rng(len(name)))
-    assert_within(r.mean(), r.std(ddof=1) / math.sqrt(r.size), predict("far-residual", fam, far_sizes=[12])[0])
+    assert_within(r.mean(), r.std(ddof=1) / math.sqrt(r.size), predict("far-residual", fam, far_sizes=[12])[0], BUDGET)
     assert predict("far-residual", fam, far_sizes=[12], value_rotation=False)[0] == 1.0
 
 
