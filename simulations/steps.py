@@ -173,9 +173,24 @@ class HouseholderSteps:
         return out
 
     def bilinear(self, q: np.ndarray, k: np.ndarray) -> np.ndarray:
-        """q^T A_t ... A_1 k for t = 0..n, shape (batch, n+1), through ``transport(k)``."""
-        q = _as_batch_vectors(q, self.batch, self.dim, "q")
-        return np.einsum("btd,bd->bt", self.transport(k), q)
+        """q^T A_t ... A_1 k for t = 0..n, shape (batch, n+1), by the rank-one recursion
+            x_0 = k,   x_t = x_{t-1} - beta_t w_t (w_t^T x_{t-1}),   y_t = q^T x_t,
+        O(n d) per sequence, keeping only x (batch, d): no (batch, n+1, d) path is written.  The steps are
+        read step-major (one transposed copy of w), so each step touches contiguous memory."""
+        qb = _as_batch_vectors(q, self.batch, self.dim, "q")
+        cur = _as_batch_vectors(k, self.batch, self.dim, "k").copy()
+        w = np.ascontiguousarray(self.w.transpose(1, 0, 2))
+        beta = np.ascontiguousarray(self.beta.T)
+        shared = np.ndim(q) == 1
+        y = np.empty((self.n_steps + 1, self.batch))
+        y[0] = np.einsum("bd,bd->b", qb, cur)
+        for t in range(self.n_steps):
+            cur -= (beta[t] * np.einsum("bd,bd->b", w[t], cur))[:, None] * w[t]
+            if shared:
+                np.matmul(cur, qb[0], out=y[t + 1])
+            else:
+                y[t + 1] = np.einsum("bd,bd->b", qb, cur)
+        return y.T
 
     def scores(self, q: np.ndarray, k: np.ndarray, chunk: int | None = None) -> np.ndarray:
         return householder_scores(self, q, k, chunk)
