@@ -76,8 +76,8 @@ def angle_sampler(family, device: torch.device, gen: torch.Generator) -> Callabl
         return lambda n, b: omega.expand(b, n, p).clone()
     if not isinstance(family, SO2Accumulated) or family.law not in TORCH_LAWS:
         law = getattr(family, "law", type(family).__name__)
-        raise ParamError(f"device must be omitted for this family: the torch backend draws rope and so2-accumulated "
-                         f"with law in {{{', '.join(TORCH_LAWS)}}}, got {getattr(family, 'name', type(family).__name__)} ({law})")
+        raise ParamError(f"the torch backend draws rope and so2-accumulated with law in {{{', '.join(TORCH_LAWS)}}} "
+                         f"only, got {getattr(family, 'name', type(family).__name__)} ({law}); use numpy draws for it")
     if family.law == "gaussian":
         return lambda n, b: torch.randn((b, n, p), generator=gen, **f64).mul_(family.sigma).add_(family.mu)
     if family.law == "uniform":

@@ -45,8 +45,17 @@ class Quantity:
     memory: Callable[[dict, int, str], dict[str, float]]
 
 
+def _device(f: Family, o: dict) -> tuple[Family, str | None]:
+    """The family and device for an estimator with a ``device`` option: numpy draws go through ``f`` (which may
+    count them for the progress bar); torch draws its own angles from the family itself (``f.family``)."""
+    if o["device"] == "numpy":
+        return f, None
+    return getattr(f, "family", f), o["device"]
+
+
 def _coherence(f: Family, o: dict, rng: np.random.Generator) -> dict:
-    return est.coherence(f, o["steps"], o["samples"], rng).to_dict()
+    fam, device = _device(f, o)
+    return est.coherence(fam, o["steps"], o["samples"], rng, device=device).to_dict()
 
 
 def _product_norm(f: Family, o: dict, rng: np.random.Generator) -> dict:
@@ -80,12 +89,16 @@ def _score_gap(f: Family, o: dict, rng: np.random.Generator) -> dict:
 
 def _near_weight(f: Family, o: dict, rng: np.random.Generator) -> dict:
     grid = far_grid(o["n_max"], o["points"])
-    return est.near_weight(f, grid, o["s0"], o["samples"], rng, alibi_slope=o["alibi_slope"], chunk=o["chunk"]).to_dict()
+    fam, device = _device(f, o)
+    return est.near_weight(fam, grid, o["s0"], o["samples"], rng, alibi_slope=o["alibi_slope"], chunk=o["chunk"],
+                           device=device).to_dict()
 
 
 def _far_residual(f: Family, o: dict, rng: np.random.Generator) -> dict:
     grid = far_grid(o["n_max"], o["points"])
-    return est.far_residual(f, grid, o["samples"], rng, value_rotation=bool(o["value_rotation"]), chunk=o["chunk"]).to_dict()
+    fam, device = _device(f, o)
+    return est.far_residual(fam, grid, o["samples"], rng, value_rotation=bool(o["value_rotation"]), chunk=o["chunk"],
+                            device=device).to_dict()
 
 
 def _drift(f: Family, o: dict, rng: np.random.Generator) -> dict:
@@ -174,11 +187,15 @@ def _memory_drift(o: dict, d: int, form: str) -> dict[str, float]:
 
 _STEPS = lambda default: ParamSpec("steps", "int", default, "number of accumulated steps n", lo=1, hi=10**7)  # noqa: E731
 _CHUNK = ParamSpec("chunk", "int", 4096, "streaming chunk length", lo=1, hi=10**7)
+_DEVICE = ParamSpec("device", "choice", "numpy", "numpy draws (default), or torch draws and sums on cpu / cuda "
+                    "(rope, and so2-accumulated with gaussian, uniform, rope-uniform or lattice angles; another "
+                    "random stream of the same law)", choices=("numpy", "cpu", "cuda"))
 _GRID = (ParamSpec("n_max", "int", 10_000, "largest far-set size N", lo=1, hi=10**9),
          ParamSpec("points", "int", 5, "far-set sizes on a geometric grid", lo=1, hi=200))
 
 QUANTITIES: dict[str, Quantity] = {q.name: q for q in (
-    Quantity("coherence", "c(n) = E[q^T A_n...A_1 k], n = 0..steps", (_STEPS(64), _SAMPLES(2000)), _coherence, _memory_coherence),
+    Quantity("coherence", "c(n) = E[q^T A_n...A_1 k], n = 0..steps", (_STEPS(64), _SAMPLES(2000), _DEVICE), _coherence,
+             _memory_coherence),
     Quantity("product-norm", "||E[A_n...A_1]||_F^2 / d, unbiased", (_STEPS(32), _SAMPLES(500)), _product_norm, _memory_product_norm),
     Quantity("onset", "incoherence onset n_eps = min{n: |c(n)| <= eps}",
              (ParamSpec("eps", "float", 0.05, "coherence threshold", lo=0.0, hi=1.0, lo_open=True, hi_open=True),
@@ -189,10 +206,11 @@ QUANTITIES: dict[str, Quantity] = {q.name: q for q in (
              (ParamSpec("offset", "int", 256, "far distance Delta", lo=1, hi=10**7), _SAMPLES(20000)), _score_gap, _memory_score_gap),
     Quantity("near-weight", "near-target attention weight vs far-set size N",
              (*_GRID, ParamSpec("s0", "float", 4.0, "near logit |q||k|", lo=0.0, lo_open=True),
-              ParamSpec("alibi_slope", "float", 0.0, "ALiBi slope (0 = none)", lo=0.0), _SAMPLES(32), _CHUNK), _near_weight, _memory_streamed),
+              ParamSpec("alibi_slope", "float", 0.0, "ALiBi slope (0 = none)", lo=0.0), _SAMPLES(32), _CHUNK, _DEVICE),
+             _near_weight, _memory_streamed),
     Quantity("far-residual", "|far value residual|^2 / |m|^2 vs N",
              (*_GRID, ParamSpec("value_rotation", "int", 1, "1: rotate values (QKV), 0: QK only", lo=0, hi=1),
-              _SAMPLES(400), _CHUNK), _far_residual, _memory_streamed),
+              _SAMPLES(400), _CHUNK, _DEVICE), _far_residual, _memory_streamed),
     Quantity("drift", "orthogonality drift of one product, fp64 and fp32", (_STEPS(10000),), _drift, _memory_drift),
 )}
 
@@ -232,9 +250,23 @@ def resolve_job(quantity: str, family: str, family_args: dict, options: dict) ->
     if "points" in opts:
         check_far_grid(opts["n_max"], opts["points"], quantity)
     fam = make_family(family, **family_args)
+    if opts.get("device", "numpy") != "numpy":
+        check_torch_device(fam, opts["device"])
     if family_name(fam) in BUILTIN_FORMS:
         check_job_memory(q, fam, opts, BUILTIN_FORMS[family_name(fam)])
     return q, fam, opts
+
+
+def check_torch_device(family: Family, device: str) -> None:
+    """Refuse ``device`` (cpu / cuda) up front when it is not here or the torch backend cannot draw ``family``
+    (``backend_torch.angle_sampler``); ParamError names the option."""
+    from . import backend_torch as bt
+
+    try:
+        dev = bt.check_device(device)
+        bt.angle_sampler(family, dev, bt.torch_generator(np.random.default_rng(0), dev))
+    except ParamError as err:
+        raise ParamError(f"--opt device={device}: {err}") from None
 
 
 def peak_memory(quantity: str, options: dict, dim: int, form: str) -> dict[str, float]:

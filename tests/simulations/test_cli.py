@@ -50,6 +50,27 @@ def test_measure_bad_input_exits_2_naming_the_parameter(tmp_path, capsys):
     assert "key=value" in capsys.readouterr().err
 
 
+def test_measure_on_the_torch_backend_records_its_device(tmp_path):
+    """``--opt device=cpu`` draws and sums with torch (another random stream of the same law): the record says
+    so, re-runs from its config, and agrees with the numpy draws within standard errors (normal, budget 1e-5)."""
+    from conftest import assert_within
+
+    path = tmp_path / "t.json"
+    args = ["coherence", "--family", "so2-accumulated", "--param", "mu=0.3", "--opt", "steps=6", "--opt", "samples=4000"]
+    assert main(["measure", *args, "--opt", "device=cpu", "--json", str(path)]) == 0
+    torch_rec = read_record(path)
+    assert torch_rec["config"]["options"]["device"] == "cpu"
+    assert main(["measure", *args, "--json", str(tmp_path / "n.json")]) == 0
+    numpy_rec = read_record(tmp_path / "n.json")
+    assert numpy_rec["config"]["options"]["device"] == "numpy"
+    a, b = torch_rec["result"], numpy_rec["result"]
+    diff = [x - y for x, y in zip(a["mean"][1:], b["mean"][1:])]
+    se = [math.hypot(x, y) for x, y in zip(a["stderr"][1:], b["stderr"][1:])]
+    assert_within(diff, se, 0.0, 1e-5)
+    assert main(["measure", "--from", str(path), "--json", str(tmp_path / "again.json")]) == 0
+    assert read_record(tmp_path / "again.json")["result"]["mean"] == a["mean"]
+
+
 def test_check_is_wired_and_its_exit_status_follows_the_condition(capsys):
     assert main(["check", "householder", "--param", "dim=6", "--param", "beta=1", "--samples", "600"]) == 0
     assert main(["check", "householder", "--param", "dim=6", "--param", "beta=0", "--samples", "600"]) == 1
@@ -97,6 +118,11 @@ def test_bench_ratio_verdicts_and_bad_repeats(capsys):
     (["measure", "coherence", "--family", "rope", "--json", ""], "--json"),
     (["measure", "near-weight", "--family", "rope", "--opt", "n_max=20", "--opt", "points=50"], "points"),
     (["bench", "--repeats", "1000"], "--repeats"),
+    (["measure", "coherence", "--family", "householder", "--opt", "device=cpu"], "device=cpu"),
+    (["measure", "near-weight", "--family", "so2-accumulated", "--param", "law=vonmises", "--opt", "device=cpu"],
+     "device=cpu"),
+    (["measure", "coherence", "--family", "rope", "--opt", "device=gpu"], "'device'"),
+    (["measure", "window", "--family", "rope", "--opt", "device=cpu"], "unknown parameter(s) device"),
 ])
 def test_bad_command_lines_exit_2_before_any_work(argv, named, tmp_path, capsys, monkeypatch):
     """Each refusal happens before the (seconds-long) computation and names the option."""
