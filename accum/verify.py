@@ -91,15 +91,17 @@ PRESETS = {
                     engines_far_size=600, engines_samples=64,
                     adversarial_sizes=(10, 100, 1000), adversarial_iterations=150, residual_sizes=(10, 100, 1000),
                     residual_samples=5000, se_replicates=40, fast_path_length=37),
-    # 16x the quick sample counts where they set the detectable effect (mde / 4: 0.5% where quick has 2%)
-    "full": Preset(coherence_samples=640_000, steps=64, theory_samples=320_000, window_samples=96_000,
-                   contexts=(64, 256, 1024), bias_context=8192, bias_samples=256, transfer=(64, 1024),
-                   transfer_samples=96_000, gap_dims=(8, 32, 128, 512), gap_samples=1_200_000, haar_max_dim=32,
-                   scores_length=256, scores_offset=16, scores_sequences=22_400, far_sizes=(100, 10_000, 100_000),
-                   far_samples=1024, alibi_sizes=(10, 100, 1000), alibi_samples=96_000,
-                   short_far_sizes=(10, 100, 1000, 10_000), engines_far_size=1000, engines_samples=256,
-                   adversarial_sizes=(10, 100, 1000, 10_000), adversarial_iterations=300,
-                   residual_sizes=(10, 100, 1000), residual_samples=80_000, se_replicates=80, fast_path_length=61),
+    # the quick plan with each claim's sample counts scaled by (its largest closed-form mde at quick / 0.45%)^2,
+    # so every closed-form row detects 0.5% (quick, seed 0: C1 0.95%, C2 1.6%, C3 1.4%, C4 1.9%, C5 1.1-1.6%,
+    # C6 1.35%); the sizes (lengths, far sets, dimensions) are the quick ones
+    "full": Preset(coherence_samples=180_000, steps=64, theory_samples=80_000, window_samples=78_000,
+                   contexts=(64, 256, 1024), bias_context=4096, bias_samples=1024, transfer=(64, 1024),
+                   transfer_samples=60_000, gap_dims=(8, 32, 128), gap_samples=1_350_000, haar_max_dim=8,
+                   scores_length=256, scores_offset=16, scores_sequences=25_000, far_sizes=(100, 1000, 10_000),
+                   far_samples=1152, alibi_sizes=(10, 100, 1000), alibi_samples=72_000, short_far_sizes=(10, 100, 1000),
+                   engines_far_size=600, engines_samples=256, adversarial_sizes=(10, 100, 1000),
+                   adversarial_iterations=300, residual_sizes=(10, 100, 1000), residual_samples=45_000,
+                   se_replicates=80, fast_path_length=61),
 }
 
 EPS = 0.05
