@@ -411,17 +411,20 @@ def check_stderr(family: Family, rng: np.random.Generator, *, estimator: str, re
 
 @register("fast-paths", "engine", lambda family, **_: ("exact",))
 def check_fast_paths(family: Family, rng: np.random.Generator, *, length: int) -> list[Measurement]:
-    """``steps.scores`` and ``steps.bilinear`` against ``reference.scores`` / ``reference.transport`` (dense
-    fp64 loops) on one sequence of odd length with different random q_i, k_j at every token: max |difference|."""
+    """Every fast path of the step form -- ``steps.scores``, ``steps.transport`` and ``steps.bilinear`` -- against
+    ``reference.scores`` / ``reference.transport`` (dense fp64 loops) on one sequence of odd length with different
+    random q_i, k_j at every token: max |difference|."""
     steps = family.sample(rng, length, 2)
     q, k = rng.normal(size=(2, length, family.dim)), rng.normal(size=(2, length, family.dim))
     mats = steps.dense()
     fast, plain = steps.scores(q, k), reference.scores(mats, q, k)
     mask = np.tril(np.ones((length, length), dtype=bool))
     gap = float(np.max(np.abs(fast[:, mask] - plain[:, mask])))
+    plain_path = reference.transport(mats, k[:, 0])
+    gap = max(gap, float(np.max(np.abs(steps.transport(k[:, 0]) - plain_path))))
     line = steps.bilinear(q[:, 0], k[:, 0])
-    plain_line = np.einsum("btd,bd->bt", reference.transport(mats, k[:, 0]), q[:, 0])
-    gap = max(gap, float(np.max(np.abs(line - plain_line))))
+    gap = max(gap, float(np.max(np.abs(line - np.einsum("btd,bd->bt", plain_path, q[:, 0])))))
     scale = float(np.max(np.abs(plain[:, mask])))
-    return [measurement("engine", family, f"scores() and bilinear() vs the fp64 reference, T={length} (max |diff|)",
-                        "exact", gap, 0.0, 0.0, 2, side="upper", floor=1e-9 * max(scale, 1.0), source="reference")]
+    return [measurement("engine", family, f"scores(), transport() and bilinear() vs the fp64 reference, T={length} "
+                        "(max |diff|)", "exact", gap, 0.0, 0.0, 2, side="upper", floor=1e-9 * max(scale, 1.0),
+                        source="reference")]

@@ -268,16 +268,21 @@ def fig_score_gap(measured: Sequence[Measured], theory: Theory) -> Figure:
 
 # ------------------------------------------------------------------------------------------- figure 4
 
+def far_set_series(ax: Axes, measured: Sequence[Measured], theory: Theory, **theory_style: Any) -> None:
+    """Each measured series against its far-set sizes N with +-2 se bars, and its theory curve in its colour."""
+    for i, m in enumerate(measured):
+        c = color(m.job.series, i)
+        sizes, y, se = arrays(m, "far_sizes", "mean", "stderr")
+        ax.errorbar(sizes, y, yerr=K_SE * se, color=c, marker=marker(i), label=m.job.label, **MC)
+        draw_theory(ax, theory, m.job.series, c, **theory_style)
+
+
 @styled
 def fig_near_weight(measured: Sequence[Measured], theory: Theory) -> Figure:
     """Figure 4: near-target weight w(N) versus the far-set size N (log-log)."""
     fig = Figure(figsize=(7.2, 4.8), layout="constrained")
     ax = fig.subplots()
-    for i, m in enumerate(measured):
-        c = color(m.job.series, i)
-        sizes, w, se = arrays(m, "far_sizes", "mean", "stderr")
-        ax.errorbar(sizes, w, yerr=K_SE * se, color=c, marker=marker(i), label=m.job.label, **MC)
-        draw_theory(ax, theory, m.job.series, c, linestyle=":")
+    far_set_series(ax, measured, theory, linestyle=":")
     draw_theory(ax, theory, "bound", "black", label=r"bound $w \leq 1/(1 + N e^{-2 s_0})$ (any steps of norm $\leq 1$)",
                 linestyle="--", linewidth=1.4)
     draw_theory(ax, theory, "alibi-floor", "#d62728",
@@ -300,11 +305,7 @@ def fig_far_residual(measured: Sequence[Measured], theory: Theory) -> Figure:
     """Figure 5: far residual E|r(N)|^2 / |m|^2 with and without value rotation (log-log)."""
     fig = Figure(figsize=(6.8, 4.6), layout="constrained")
     ax = fig.subplots()
-    for i, m in enumerate(measured):
-        c = color(m.job.series, i)
-        sizes, r, se = arrays(m, "far_sizes", "mean", "stderr")
-        ax.errorbar(sizes, r, yerr=K_SE * se, color=c, marker=marker(i), label=m.job.label, **MC)
-        draw_theory(ax, theory, m.job.series, c)
+    far_set_series(ax, measured, theory)
     theory_legend_entry(ax, r"theory, exact in $N$ (dashed): $\to (1+\rho)/((1-\rho)N)$ with rotation, $1$ without")
     ax.set_xscale("log")
     ax.set_yscale("log")

@@ -32,6 +32,7 @@ import torch
 
 from accum.probes.model import ANGLE_ARMS, ProbeModel, check_int
 from accum.probes.transforms import accumulate_angles
+from accum.simulations.params import ParamError, field_error
 
 
 def far_mass(weights: torch.Tensor, far: int) -> torch.Tensor:
@@ -55,7 +56,7 @@ def lag_profile(weights: torch.Tensor) -> torch.Tensor:
 def mixing_window(weights: torch.Tensor, level: float = 0.9) -> torch.Tensor:
     """W_h: mean over queries i >= T/2 of the fewest recent lags holding ``level`` of the mass, (H,)."""
     if not 0.0 < level < 1.0:
-        raise ValueError(f"level must be in (0, 1), got {level!r}")
+        raise field_error("level", f"must be in (0, 1), got {level!r}")
     t = weights.shape[-1]
     cum = lag_profile(weights)[:, :, t // 2:].cumsum(-1)
     width = (cum < level).sum(-1) + 1
@@ -128,7 +129,7 @@ def analyse(model: ProbeModel, x: torch.Tensor, seq_len: int, generator: torch.G
     """
     check_int("seq_len", seq_len, 1)
     if x.shape[1] <= seq_len:
-        raise ValueError(f"analysis windows must be longer than seq_len={seq_len}, got {x.shape[1]}")
+        raise ParamError(f"analysis windows must be longer than {{seq_len}} = {seq_len}, got {x.shape[1]}", ("seq_len",))
     model.eval()
     uniforms = model.draw_uniforms(x.shape[0], x.shape[1], generator)
     uniforms = None if uniforms is None else uniforms.to(x.device)

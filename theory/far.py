@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 import scipy.special as sp
 
+from accum.simulations.params import field_error
+
 
 def far_mass_gaussian(n_far: Any, s0: float, sigma2: float) -> np.ndarray:
     """N exp(sigma^2/2 - s0): E M(N) for Gaussian N(0, sigma^2) far logits (E e^X = e^{sigma^2/2})."""
@@ -93,7 +95,7 @@ def alibi_far_mass(n_far: Any, slope: float) -> np.ndarray:
     """sum_{Delta=1}^N e^{-slope Delta} = e^{-slope} (1 - e^{-slope N}) / (1 - e^{-slope}) (N when slope = 0)."""
     n = np.asarray(n_far, dtype=float)
     if slope < 0:
-        raise ValueError(f"slope must be >= 0, got {slope}")
+        raise field_error("slope", f"must be >= 0, got {slope}")
     if slope == 0:
         return n
     return math.exp(-slope) * -np.expm1(-slope * n) / -math.expm1(-slope)

@@ -33,6 +33,7 @@ import numpy as np
 import scipy.special as sp
 
 from accum.simulations.families import Givens, Haar, Householder, LieWalk, NoPE, Rope, SO2Accumulated
+from accum.simulations.params import field_error
 
 from ._common import NoClosedForm
 
@@ -53,7 +54,7 @@ def haar_far_second_moment(q_norm_sq: float, k_norm_sq: float, d: int) -> float:
 def givens_rate(d: int, sigma: float) -> float:
     """rho = 1 - (2/d)(1 - exp(-sigma^2/2)) for the random-plane Givens step (d >= 2)."""
     if d < 2:
-        raise ValueError(f"givens needs d >= 2, got {d}")
+        raise field_error("d", f"must be >= 2 for Givens rotations, got {d}")
     return 1.0 - 2.0 / d * (-math.expm1(-sigma**2 / 2.0))
 
 
@@ -83,7 +84,7 @@ def givens_pair_operator(d: int, sigma: float) -> np.ndarray:
 def lie_walk_rate(d: int, sigma: float) -> float:
     """Exact rho = E[tr expm(X)] / d for the Lie walk (module docstring; reconstruction)."""
     if d < 1:
-        raise ValueError(f"d must be >= 1, got {d}")
+        raise field_error("d", f"must be >= 1, got {d}")
     odd = d % 2
     orders = 2 * np.arange(d // 2) + odd
     s2 = sigma**2

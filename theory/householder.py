@@ -27,15 +27,16 @@ from typing import Any
 import numpy as np
 
 from accum.simulations.families import Householder
+from accum.simulations.params import field_error
 
 from ._common import NoClosedForm, probes
 
 
 def _check(beta: float, d: int) -> None:
     if not (0.0 <= beta <= 2.0):
-        raise ValueError(f"beta must lie in [0, 2], got {beta!r}")
+        raise field_error("beta", f"must lie in [0, 2], got {beta!r}")
     if d < 1:
-        raise ValueError(f"d must be >= 1, got {d!r}")
+        raise field_error("d", f"must be >= 1, got {d!r}")
 
 
 def mean_rate(beta: float, d: int) -> float:

@@ -26,11 +26,13 @@ import numpy as np
 import scipy.special as sp
 from scipy.optimize import brentq
 
+from accum.simulations.params import ParamError, field_error
+
 
 def far_variance(q_norm: float, k_norm: float, d: int) -> float:
     """E s^2 = |q|^2 |k|^2 / d for a Haar far transport (and E s = 0)."""
     if d < 1:
-        raise ValueError(f"d must be >= 1, got {d}")
+        raise field_error("d", f"must be >= 1, got {d}")
     return (q_norm * k_norm) ** 2 / d
 
 
@@ -49,7 +51,7 @@ def haar_tail(t: Any, d: int) -> np.ndarray:
     """Exact P(|u_1| >= t), u uniform on S^{d-1} (d >= 2): I_{1-t^2}((d-1)/2, 1/2) for 0 <= t <= 1."""
     t = np.clip(np.asarray(t, dtype=float), 0.0, 1.0)
     if d < 2:
-        raise ValueError(f"d must be >= 2, got {d}")
+        raise field_error("d", f"must be >= 2, got {d}")
     return sp.betainc((d - 1) / 2.0, 0.5, 1.0 - t * t)
 
 
@@ -68,7 +70,7 @@ def hoeffding_tail_bound(t: Any, c: np.ndarray) -> np.ndarray:
 def far_threshold_bound(d: int, n_far: int, delta: float) -> float:
     """t_N = sqrt(2 log(2 N / delta) / d): P(max_j |u_1^{(j)}| > t_N) <= delta by the cap bound and a union bound."""
     if not (0.0 < delta < 1.0) or n_far < 1:
-        raise ValueError("need n_far >= 1 and 0 < delta < 1")
+        raise ParamError("need {n_far} >= 1 and 0 < {delta} < 1", ("n_far", "delta"))
     return math.sqrt(2.0 * math.log(2.0 * n_far / delta) / d)
 
 

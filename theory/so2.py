@@ -33,8 +33,10 @@ import numpy as np
 import scipy.special as sp
 
 from accum.simulations.families import NoPE, Rope, SO2Accumulated
+from accum.simulations.params import field_error
 
 from ._common import NoClosedForm, as_sizes, plane_coefficients, probes
+
 
 def _rope_omega(family: Any) -> np.ndarray:
     from accum.simulations.conventions import rope_frequencies
@@ -98,7 +100,7 @@ def path_characteristic(family: Any, n: int, k: int = 1) -> np.ndarray:
     RoPE: exp(i k t omega_b).
     """
     if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
+        raise field_error("n", f"must be >= 0, got {n}")
     kind = _kind(family)
     t = np.arange(n + 1)
     tokens = token_law(family)
@@ -342,4 +344,4 @@ def derive_characteristic(law: str):
         j = sy.Symbol("j", integer=True, nonnegative=True)
         expr = sy.Sum(sy.exp(sy.I * k * (off + 2 * sy.pi * j / m)), (j, 0, m - 1)) / m
         return expr, {"k": k, "offset": off, "m": m, "j": j}
-    raise ValueError(f"no derivation for law {law!r}")
+    raise field_error("law", f"has no derivation here: {law!r}")

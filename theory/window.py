@@ -24,20 +24,21 @@ from typing import Any
 
 import numpy as np
 
+from accum.simulations.params import field_error
 from accum.simulations.stats import first_crossing
 
 
 def _rate(rate: complex) -> float:
     r = abs(complex(rate))
     if not (0.0 <= r <= 1.0):
-        raise ValueError(f"rate must have modulus in [0, 1], got {rate!r}")
+        raise field_error("rate", f"must have modulus in [0, 1], got {rate!r}")
     return r
 
 
 def onset(rate: complex, eps: float) -> float:
     """n_eps = log(eps) / log|rate| (0 if rate = 0, inf if |rate| = 1), eps in (0, 1)."""
     if not (0.0 < eps < 1.0):
-        raise ValueError(f"eps must lie in (0, 1), got {eps!r}")
+        raise field_error("eps", f"must lie in (0, 1), got {eps!r}")
     r = _rate(rate)
     if r == 0.0:
         return 0.0

@@ -112,14 +112,18 @@ def test_bad_command_line_is_one_line_naming_the_flag(case, tmp_path, finished_r
     assert sorted(tmp_path.rglob("*")) == before and (tmp_path / "afile").read_text() == "keep"
 
 
-def test_flag_message_replaces_field_names_but_not_words():
+def test_param_errors_name_their_fields_as_flags_without_reading_the_text():
+    """A ``ParamError`` declares the parameters it names; the command line writes each as its flag and leaves
+    every other word alone (a field name inside prose or a value is not a declared name)."""
+    from accum.simulations.params import ParamError, field_error
+
     flags = probe_cli.command_flags("sweep")
-    assert probe_cli.flag_message(ValueError("seed must be >= 0; seeds the random arm"), flags) == \
-        "--eval-seed must be >= 0; seeds the random arm"
-    assert probe_cli.flag_message(ValueError("seed must be >= 0"), probe_cli.command_flags("train")) == "--seed must be >= 0"
-    assert probe_cli.flag_message(ValueError("arm x; d_model / n_heads, val_fraction."), flags) == \
-        "--arm x; --d-model / --n-heads, --val-fraction."
-    assert probe_cli.flag_message(ValueError("n_tokens_total stays"), flags) == "n_tokens_total stays"
+    err = field_error("seed", "must be >= 0; seeds the random arm (got 'seed')")
+    assert str(err) == "seed must be >= 0; seeds the random arm (got 'seed')"
+    assert err.message(flags) == "--eval-seed must be >= 0; seeds the random arm (got 'seed')"
+    assert field_error("seed", "must be >= 0").message(probe_cli.command_flags("train")) == "--seed must be >= 0"
+    both = ParamError("{d_model} / {n_heads} must be even, got d_model = 6", ("d_model", "n_heads"))
+    assert both.message(flags) == "--d-model / --n-heads must be even, got d_model = 6"
     assert probe_cli.command_flags("eval")["seed"] == "--seed" and "seq_len" not in probe_cli.command_flags("eval")
 
 

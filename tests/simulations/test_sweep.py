@@ -108,7 +108,7 @@ def test_plan_expands_the_product_in_order_with_unique_hashes(tmp_path):
                                                            ({"dim": 4, "beta": 2.0}, 0)]
     assert jobs[-1].family == "so2-accumulated" and jobs[-1].params == {"dim": 4, "sigma": 0.6}
     assert jobs[0].key["config"]["params"]["w"] == "sphere"          # resolved defaults are part of the identity
-    assert jobs[0].options == {"steps": 4, "samples": 8}
+    assert jobs[0].options == {"steps": 4, "samples": 8, "device": "numpy"}
 
 
 def test_seed_is_the_spawned_child_of_the_job_config_and_ignores_the_rest_of_the_grid(tmp_path):

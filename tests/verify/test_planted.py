@@ -63,6 +63,9 @@ DEFECTS = [
      "cumulative_angles", "cum = torch.cumsum(theta, dim=1)", "cum = -torch.cumsum(theta, dim=1)"),
     ("product order reversed", "engine", "householder", "fast-paths", steps.HouseholderSteps, "transport",
      "w = self.w[:, t]", "w = self.w[:, self.n_steps - 1 - t]"),
+    ("bilinear recursion order reversed", "engine", "householder", "fast-paths", steps.HouseholderSteps, "bilinear",
+     "cur -= (beta[t] * np.einsum(\"bd,bd->b\", w[t], cur))[:, None] * w[t]",
+     "cur -= (beta[t] * np.einsum(\"bd,bd->b\", w[-1 - t], cur))[:, None] * w[-1 - t]"),
     ("beta scaled by 1.05", "C1", "householder(d=16)", "coherence", families.Householder, "sample",
      "np.full((batch, n_steps), self.beta)", "np.full((batch, n_steps), 1.05 * self.beta)"),
     ("Haar sign fix dropped", "C4", "haar(d=8)", "score-gap", families, "haar_orthogonal",
@@ -113,7 +116,7 @@ def test_planted_defect_fails_its_claim(defect, monkeypatch):
 
 def test_catch_rate_is_every_planted_defect():
     """The README's catch rate: every planted defect is one parametrised case above."""
-    assert len(DEFECTS) == len({d[0] for d in DEFECTS}) == 20
+    assert len(DEFECTS) == len({d[0] for d in DEFECTS}) == 21
 
 
 def test_plant_refuses_a_line_that_is_not_there(monkeypatch):
@@ -125,7 +128,7 @@ def test_a_planted_defect_fails_the_whole_command(monkeypatch, capsys):
     """The whole `accum verify --quick` (exit 1, report FAIL) under one defect (value rotation dropped)."""
     from accum import cli
 
-    name, claim, family, check, owner, function, old, new = DEFECTS[6]
+    name, claim, family, check, owner, function, old, new = next(d for d in DEFECTS if d[0] == "value rotation dropped")
     plant(monkeypatch, owner, function, old, new)
     monkeypatch.setattr(v, "plan", lambda preset: [j for j in PLAN if j.claim in ("C6", "engine")])
     monkeypatch.setattr(v, "evidence_rows", lambda jobs: R)
