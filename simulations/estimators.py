@@ -649,9 +649,12 @@ def _accumulate_values(steps, u: np.ndarray, m: np.ndarray) -> np.ndarray:
 
         return _accumulate_angle_values(as_tensor(steps.theta), u, m)
     if isinstance(steps, HouseholderSteps):  # A_t x = x - beta_t w_t (w_t . x): O(d) per step, no dense matrix
+        w = np.ascontiguousarray(steps.w.transpose(1, 0, 2))  # step-major: each step reads contiguous rows
+        beta = np.ascontiguousarray(steps.beta.T)
+        u = u + 0.0  # a fresh array, updated in place below
         for t in range(steps.n_steps):
-            x = u + m
-            u = x - (steps.beta[:, t] * np.einsum("bd,bd->b", steps.w[:, t], x))[:, None] * steps.w[:, t]
+            u += m
+            u -= (beta[t] * np.einsum("bd,bd->b", w[t], u))[:, None] * w[t]
         return u
     mats = steps.dense()
     for t in range(steps.n_steps):
