@@ -96,7 +96,7 @@ def coherence_draws(family, n_steps: int, n_samples: int, seed: int, product: bo
 def stream_draws(family, far_sizes: list[int], n_samples: int, seed: int, chunk: int = 4096) -> None:
     """The ``family.sample`` calls of ``near_weight`` / ``far_residual``: chunks cut at every far size."""
     rng = np.random.default_rng(seed)
-    for b in est.batches(n_samples, chunk * max(4 * family.dim, est.step_floats(family))):
+    for b in est.batches(n_samples, est.stream_floats(family, chunk, max(far_sizes))):
         done = 0
         for target in far_sizes:
             while done < target:

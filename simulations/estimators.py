@@ -506,6 +506,13 @@ def score_gap(family: Family, offset: int, n_samples: int, rng: np.random.Genera
         hist_counts=counts, hist_edges=edges, dim=d, offset=offset)
 
 
+def stream_floats(family: Family, chunk: int, largest: int) -> int:
+    """Memory of one sample of a streaming estimator, in float64 numbers: one chunk of min(chunk, largest far
+    size) steps, each holding the larger of the step's storage and ~4 d working numbers (transported query,
+    logits, carried state).  The batch of samples streamed together is ``batches(n, stream_floats(...))``."""
+    return min(chunk, largest) * max(4 * family.dim, step_floats(family))
+
+
 def _check_sizes(name: str, sizes: Sequence[int]) -> np.ndarray:
     arr = np.asarray(sizes)
     if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer) or np.any(arr < 1) or np.any(np.diff(arr) <= 0):
@@ -538,7 +545,7 @@ def near_weight(family: Family, far_sizes: Sequence[int], s0: float, n_samples: 
     q = k = unit_probe(d)
     next_scores = _score_source(family, rng, q, k, device)
     weight, mass, log_mass = Moments(), Moments(), Moments()
-    for b in batches(n_samples, chunk * max(4 * d, step_floats(family))):
+    for b in batches(n_samples, stream_floats(family, chunk, int(sizes[-1]))):
         scores = next_scores(b)
         lse, done, rows = None, 0, []
         for target in sizes:
@@ -619,7 +626,7 @@ def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: 
     dev = bt.check_device(device)
     draw = None if dev is None else bt.angle_sampler(family, dev, bt.torch_generator(rng, dev))
     moments = Moments()
-    for b in batches(n_samples, chunk * max(4 * d, step_floats(family))):
+    for b in batches(n_samples, stream_floats(family, chunk, int(sizes[-1]))):
         u = np.zeros((b, d))
         done = 0
         out = []

@@ -173,7 +173,8 @@ def _memory_streamed(o: dict, d: int, form: str) -> dict[str, float]:
     """near-weight / far-residual: b sequences of one chunk (min(chunk, n_max) steps) at a time, as steps and
     three (b, chunk, d) working arrays; each batch's rows of ``points`` results folded into running moments."""
     c = min(o["chunk"], o["n_max"])
-    b = batch_size(o["chunk"] * d * 4, o["samples"])
+    stored = {"angle": d // 2 or 1, "householder": d, "dense": d * d}[form]  # estimators.step_floats
+    b = batch_size(c * max(4 * d, stored), o["samples"])  # estimators.stream_floats
     return {"chunk": b * c * (2 * sample_numbers(form, d) + 3 * d + 1)}
 
 
