@@ -26,6 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 from tqdm import tqdm
 
+from accum.runtime import Interrupted
 from accum.simulations.families import FAMILIES, Family, family_name, family_params, make_family
 from accum.simulations.params import ParamError, check_seed, parse_assignments
 from accum.simulations.userfamily import check_sample
@@ -425,17 +426,47 @@ def _report_outcome(args: tuple[str, int, float]) -> dict:
                                                            x["counts_as_evidence"]) for x in r["rows"]]}
 
 
-def calibrate(preset: str, runs: int, seed: int, budget: float, workers: int, client: Any, progress: bool) -> dict:
+def calibration_key(preset: str, seed: int, budget: float, code: dict) -> dict:
+    """What a saved calibration report is reused for: the same preset, seed, budget and code version."""
+    return {"calibration-report": preset, "seed": seed, "budget": budget, "code": code}
+
+
+def load_report_outcome(cache: Path, key: dict) -> dict | None:
+    """A saved calibration report's outcome (None when missing, corrupt or of another key)."""
+    try:
+        record = read_record(cache / f"{digest(key)}.json")
+    except ResultError:
+        return None
+    return record["result"] if record["config"] == jsonable(key) else None
+
+
+def calibrate(preset: str, runs: int, seed: int, budget: float, workers: int, client: Any, progress: bool,
+              cache: Path | None = None) -> dict:
     """The report at seeds seed + 1 .. seed + runs: its false-failure rate with a 95% Clopper-Pearson interval,
-    and each evidence row's failures against its share runs * budget / R."""
-    items = [(preset, seed + 1 + i, budget) for i in range(runs)]
-    outcomes = []
-    with tqdm(total=runs, desc="accum verify --calibrate", unit="report", disable=not progress) as bar:
-        for _, outcome in map_outcomes(_report_outcome, items, workers, client):
+    and each evidence row's failures against its share runs * budget / R.
+
+    With ``cache`` each finished report's outcome is saved there as it arrives (keyed by preset, seed, budget
+    and code version), so an interrupted calibration resumes and a longer one reuses a shorter one's reports."""
+    code = code_identity(verify_modules()) if cache is not None else {}
+    done = {}
+    if cache is not None:
+        for i in range(runs):
+            found = load_report_outcome(cache, calibration_key(preset, seed + 1 + i, budget, code))
+            if found is not None:
+                done[seed + 1 + i] = found
+    items = [(preset, seed + 1 + i, budget) for i in range(runs) if seed + 1 + i not in done]
+    outcomes = list(done.values())
+    with tqdm(total=runs, initial=len(done), desc="accum verify --calibrate", unit="report", disable=not progress) as bar:
+        for (_, s, _), outcome in map_outcomes(_report_outcome, items, workers, client):
             if isinstance(outcome, Exception):
                 raise outcome
+            if cache is not None:
+                atomic_write_json(cache / f"{digest(calibration_key(preset, s, budget, code))}.json",
+                                  make_record("verify-calibration-report", calibration_key(preset, s, budget, code),
+                                              outcome, s, {}))
             outcomes.append(outcome)
             bar.update()
+    outcomes.sort(key=lambda o: o["seed"])
     failures = sum(not o["passed"] for o in outcomes)
     lo, hi = binomial_interval(failures, runs)
     first = outcomes[0]["rows"]  # every run has the plan's rows in the plan's order
@@ -483,7 +514,8 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--calibrate", type=int, metavar="N", help="run the report at N fresh seeds; print its failure rate")
     p.add_argument("--workers", type=int, metavar="K", help="local processes (default: usable CPUs; 1 = in this process)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run the checks (or --calibrate's reports) on Dask")
-    p.add_argument("--cache", metavar="DIR", help="save each finished check here; a re-run reuses it")
+    p.add_argument("--cache", metavar="DIR", help="save each finished check (with --calibrate: each finished report) "
+                                                  "here; a re-run reuses it")
     p.add_argument("--json", metavar="PATH")
     p.add_argument("--markdown", metavar="PATH")
 
@@ -567,7 +599,15 @@ def run_calibrate(args: argparse.Namespace, workers: int, json_out: Any) -> int:
     """``accum verify --calibrate N``: the report at N fresh seeds, its failure rate printed (and saved)."""
     start = time.perf_counter()
     with connect(args.scheduler) if args.scheduler else contextlib.nullcontext() as client:
-        result = calibrate(args.preset, args.calibrate, args.seed, args.budget, workers, client, progress=True)
+        cache = None if args.cache is None else make_output_dir(args.cache, "--cache")
+        try:
+            result = calibrate(args.preset, args.calibrate, args.seed, args.budget, workers, client, progress=True,
+                               cache=cache)
+        except KeyboardInterrupt:
+            if cache is None:
+                raise
+            raise Interrupted(f"interrupted; the finished reports are kept in {cache} (run the same command to "
+                              "resume)") from None
     print(format_calibration(result))
     if json_out is not None:
         json_out.write_json(make_record("verify-calibration", {"preset": args.preset, "budget": args.budget,

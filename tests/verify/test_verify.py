@@ -208,6 +208,27 @@ def test_calibrate_counts_failures_per_row(monkeypatch, capsys, tmp_path):
     assert result["interval95"][0] <= result["rate"] <= result["interval95"][1]
 
 
+def test_calibration_with_a_cache_resumes_and_extends(monkeypatch, capsys, tmp_path):
+    """With --cache every finished report is saved as it arrives: a longer run reuses the shorter run's reports
+    (computing only the new seeds) and gives the same per-seed outcomes as an uncached run."""
+    jobs = v.plan(v.PRESETS["quick"])
+    few = [j for j in jobs if j.check == "score-gap"][:3]
+    monkeypatch.setattr(v, "plan", lambda preset: few)
+    computed = []
+    real = v._report_outcome
+    monkeypatch.setattr(v, "_report_outcome", lambda item: computed.append(item[1]) or real(item))
+    cache = tmp_path / "cache"
+    assert cli.main(["verify", "--calibrate", "2", "--workers", "1", "--cache", str(cache)]) == 0
+    assert computed == [1, 2] and len(list(cache.iterdir())) == 2
+    path = tmp_path / "cal.json"
+    assert cli.main(["verify", "--calibrate", "3", "--workers", "1", "--cache", str(cache), "--json", str(path)]) == 0
+    assert computed == [1, 2, 3]
+    cached = json.loads(path.read_text())["result"]
+    assert cli.main(["verify", "--calibrate", "3", "--workers", "1", "--json", str(tmp_path / "plain.json")]) == 0
+    plain = json.loads((tmp_path / "plain.json").read_text())["result"]
+    assert cached["rows"] == plain["rows"] and cached["failures"] == plain["failures"] and cached["runs"] == 3
+
+
 @pytest.mark.parametrize("argv, flag", [
     (["--calibrate", "0"], "--calibrate"), (["--calibrate", "2", "--family", "haar"], "--family"),
     (["--workers", "0"], "--workers"), (["--workers", "2", "--scheduler", "tcp://h:1"], "--scheduler"), (["--param", "dim=4"], "--param"), (["--budget", "2"], "--budget"),
