@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from collections.abc import Iterator
 from typing import NamedTuple
 
 import torch
@@ -337,18 +336,3 @@ class ProbeModel(nn.Module):
             angles.append(a.step_angles)
         logits = self.ln_f(x) @ self.embed.weight.T
         return ModelOutput(logits, new_states, weights, angles)
-
-
-def chunked_logits(model: ProbeModel, idx: torch.Tensor, chunk: int, uniforms: torch.Tensor | None = None,
-                   ) -> Iterator[tuple[int, torch.Tensor]]:
-    """Yield (start, logits of idx[:, start:start+chunk]) feeding the KV state forward.
-
-    Peak memory is O(T d + chunk T) per layer and head: linear in the length T for fixed chunk.
-    """
-    check_int("chunk", chunk, 1)
-    states = None
-    for a in range(0, idx.shape[1], chunk):
-        u = None if uniforms is None else uniforms[:, a:a + chunk]
-        out = model(idx[:, a:a + chunk], states, u)
-        states = out.states
-        yield a, out.logits

@@ -29,8 +29,6 @@ import torch
 
 from .params import ParamError
 
-DEVICES = ("cpu", "cuda")
-
 #: angle laws of ``so2-accumulated`` the torch backend can draw on a device (and how, in ``angle_sampler``)
 TORCH_LAWS = ("gaussian", "uniform", "rope-uniform", "lattice")
 

@@ -7,7 +7,7 @@ import torch
 
 from accum.probes import transforms as tf
 from accum.probes.model import (ARMS, RANDOM_ARMS, TOKEN_ARMS, VALUE_ROTATING_ARMS, Attention, ModelConfig,
-                                ProbeModel, chunked_logits, empty_state)
+                                ProbeModel, empty_state)
 from accum.simulations import reference
 from accum.simulations.steps import HouseholderSteps
 
@@ -38,7 +38,13 @@ def tokens(batch: int, length: int, seed: int = 3) -> torch.Tensor:
 
 
 def logits_by_chunks(model, idx, chunk, uniforms):
-    return torch.cat([lg for _, lg in chunked_logits(model, idx, chunk, uniforms)], dim=1)
+    """Logits of idx fed ``chunk`` tokens at a time, each call carrying the previous calls' KV state."""
+    states, parts = None, []
+    for a in range(0, idx.shape[1], chunk):
+        out = model(idx[:, a:a + chunk], states, None if uniforms is None else uniforms[:, a:a + chunk])
+        states = out.states
+        parts.append(out.logits)
+    return torch.cat(parts, dim=1)
 
 
 @pytest.mark.parametrize("shape", SHAPES)
