@@ -157,6 +157,8 @@ def default_families() -> dict[str, Family]:
     return {
         "so2": _so2(law="gaussian", mu=0.3, sigma=0.5),
         "vonmises": _so2(law="vonmises", mu=0.5, kappa=2.0),
+        "uniform": _so2(law="uniform", a=1.3),
+        "cauchy": _so2(law="wrapped-cauchy", mu=0.5, gamma=0.3),
         "token": _so2(law="token", source="markov", stay=0.7),
         "householder": make_family("householder", dim=16, beta=1.0),
         # 256 token directions in d = 16: E[A] = I - 2 W^T W / V has its slowest rate near 0.93 (with V = 32 it was
@@ -200,7 +202,8 @@ def plan(preset: Preset) -> list[Check]:
     ts = p.theory_samples
     jobs: list[Check] = []
     jobs += family_checks(fam["so2"], p, {"C1", "C2", "C4", "C6"})
-    jobs += family_checks(fam["vonmises"], p, {"C1"})
+    for law in ("vonmises", "uniform", "cauchy"):  # every angle law's sampler and characteristic function
+        jobs += family_checks(fam[law], p, {"C1"})
     jobs += family_checks(fam["token"], p, {"C1", "C3", "C4", "C5"})
     jobs += family_checks(fam["householder"], p, {"C1", "C2", "C4", "C5", "C6"})
     jobs += family_checks(fam["householder-token"], p, {"C1", "C4", "C5"})
