@@ -91,10 +91,11 @@ PRESETS = {
                     engines_far_size=600, engines_samples=64,
                     adversarial_sizes=(10, 100, 1000), adversarial_iterations=150, residual_sizes=(10, 100, 1000),
                     residual_samples=5000, se_replicates=40, fast_path_length=37),
-    # the quick plan with each claim's sample counts scaled by (its largest closed-form mde at quick / 0.45%)^2,
-    # so every closed-form row detects 0.5% (quick, seed 0: C1 0.95%, C2 1.6%, C3 1.4%, C4 1.9%, C5 1.1-1.6%,
-    # C6 1.35%); the sizes (lengths, far sets, dimensions) are the quick ones
-    "full": Preset(coherence_samples=180_000, steps=64, theory_samples=80_000, window_samples=78_000,
+    # the quick plan with each claim's sample counts scaled by (its detectable error at quick / 0.45%)^2 -- the
+    # best closed-form row of each family, worst family: C1 1.1% (von Mises), C2 0.15% (no change), C3 1.4%,
+    # C4 1.9%, C5 1.1-1.6%, C6 1.35% -- so every claim detects 0.5%; the sizes (lengths, far sets, dimensions)
+    # are the quick ones
+    "full": Preset(coherence_samples=220_000, steps=64, theory_samples=80_000, window_samples=6_000,
                    contexts=(64, 256, 1024), bias_context=4096, bias_samples=1024, transfer=(64, 1024),
                    transfer_samples=60_000, gap_dims=(8, 32, 128), gap_samples=1_350_000, haar_max_dim=8,
                    scores_length=256, scores_offset=16, scores_sequences=25_000, far_sizes=(100, 1000, 10_000),
