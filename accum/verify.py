@@ -429,6 +429,12 @@ def _report_outcome(args: tuple[str, int, float]) -> dict:
                                                            x["counts_as_evidence"]) for x in r["rows"]]}
 
 
+def calibration_modules() -> tuple[str, ...]:
+    """A calibration report's pass / fail depends on the checks' numbers (``verify_modules``) and on the plan
+    and the thresholds (this module and ``accum.verdict``): all of them fingerprint a saved report."""
+    return (*verify_modules(), "accum.verify", "accum.verdict")
+
+
 def calibration_key(preset: str, seed: int, budget: float, code: dict) -> dict:
     """What a saved calibration report is reused for: the same preset, seed, budget and code version."""
     return {"calibration-report": preset, "seed": seed, "budget": budget, "code": code}
@@ -450,7 +456,7 @@ def calibrate(preset: str, runs: int, seed: int, budget: float, workers: int, cl
 
     With ``cache`` each finished report's outcome is saved there as it arrives (keyed by preset, seed, budget
     and code version), so an interrupted calibration resumes and a longer one reuses a shorter one's reports."""
-    code = code_identity(verify_modules()) if cache is not None else {}
+    code = code_identity(calibration_modules()) if cache is not None else {}
     done = {}
     if cache is not None:
         for i in range(runs):
