@@ -123,6 +123,12 @@ def sample_numbers(form: str, d: int) -> int:
     return {"angle": d // 2 or 1, "householder": 2 * d + 1, "dense": 4 * d * d}[form]
 
 
+def stored_numbers(form: str, d: int) -> int:
+    """fp64 numbers a step form stores per step (``estimators.step_floats``): d/2 angles, a Householder
+    direction d, a dense matrix d^2."""
+    return {"angle": d // 2 or 1, "householder": d, "dense": d * d}[form]
+
+
 def batch_size(per_sample: int, available: int) -> int:
     """Sequences per batch, as ``estimators.batches``: BATCH_BUDGET // per_sample, at least 1, at most available."""
     return min(available, max(1, est.BATCH_BUDGET // max(per_sample, 1)))
@@ -134,12 +140,14 @@ def group_size(samples: int) -> int:
 
 
 def _path_memory(option: str, n: int, samples_per_batch: int, d: int, form: str, copies: int = 1) -> dict[str, float]:
-    """A batch of b sequences of n steps read by a bilinear form: the steps (``copies`` of them) and about
-    four (b, n+1, d) working arrays (transport, cumulative angles, sines).  A path longer than the batch budget
-    is drawn in chunks of ``estimators.bilinear_path`` (BATCH_BUDGET / max(d, step numbers) steps)."""
-    n = min(n, max(1, est.BATCH_BUDGET // max(d, sample_numbers(form, d))))
-    b = batch_size((n + 1) * d, samples_per_batch)
-    return {option: b * (n + 1) * (copies * sample_numbers(form, d) + 4 * d)}
+    """A batch of b sequences of n steps read by a bilinear form (``estimators.bilinear_path``): b is sized by
+    the whole path's numbers (``estimators.path_floats``: max((n+1) d, n x stored)), and a path longer than
+    BATCH_BUDGET / max(d, stored) steps is drawn in chunks of that many; per chunk step the draws (``copies``
+    of them, with their sampling temporaries) and about four (b, chunk+1, d) working arrays."""
+    stored = stored_numbers(form, d)
+    b = batch_size(max((n + 1) * d, n * stored), samples_per_batch)
+    chunk = min(n, max(1, est.BATCH_BUDGET // max(d, stored)))
+    return {option: b * (chunk + 1) * (copies * sample_numbers(form, d) + 4 * d)}
 
 
 def _grouped_memory(option: str, n: int, samples: int, d: int, form: str, copies: int = 1) -> dict[str, float]:
@@ -173,8 +181,7 @@ def _memory_streamed(o: dict, d: int, form: str) -> dict[str, float]:
     """near-weight / far-residual: b sequences of one chunk (min(chunk, n_max) steps) at a time, as steps and
     three (b, chunk, d) working arrays; each batch's rows of ``points`` results folded into running moments."""
     c = min(o["chunk"], o["n_max"])
-    stored = {"angle": d // 2 or 1, "householder": d, "dense": d * d}[form]  # estimators.step_floats
-    b = batch_size(c * max(4 * d, stored), o["samples"])  # estimators.stream_floats
+    b = batch_size(c * max(4 * d, stored_numbers(form, d)), o["samples"])  # estimators.stream_floats
     return {"chunk": b * c * (2 * sample_numbers(form, d) + 3 * d + 1)}
 
 
