@@ -47,26 +47,15 @@ def logits_by_chunks(model, idx, chunk, uniforms):
     return torch.cat(parts, dim=1)
 
 
+@pytest.mark.parametrize("dtype, length, atol", [(torch.float64, 19, 1e-10), (torch.float32, 17, 2e-5)])
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("arm", ARMS)
-def test_cached_one_token_decoding_equals_parallel_pass(arm, shape):
-    model = tiny_model(arm, shape=shape)
-    idx = tokens(2, 19)
-    u = model.draw_uniforms(2, 19, torch.Generator().manual_seed(0))
+def test_cached_one_token_decoding_equals_parallel_pass(arm, shape, dtype, length, atol):
+    model = tiny_model(arm, dtype, shape=shape)
+    idx = tokens(2, length)
+    u = model.draw_uniforms(2, length, torch.Generator().manual_seed(0))
     with torch.no_grad():
-        parallel = model(idx, None, u).logits
-        decoded = logits_by_chunks(model, idx, 1, u)
-    assert torch.allclose(decoded, parallel, rtol=0, atol=1e-10)
-
-
-@pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("arm", ARMS)
-def test_cached_decoding_fp32(arm, shape):
-    model = tiny_model(arm, torch.float32, shape=shape)
-    idx = tokens(2, 17)
-    u = model.draw_uniforms(2, 17, torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        assert torch.allclose(logits_by_chunks(model, idx, 1, u), model(idx, None, u).logits, rtol=0, atol=2e-5)
+        assert torch.allclose(logits_by_chunks(model, idx, 1, u), model(idx, None, u).logits, rtol=0, atol=atol)
 
 
 @pytest.mark.parametrize("shape", SHAPES)
