@@ -470,9 +470,9 @@ def calibrate(preset: str, runs: int, seed: int, budget: float, workers: int, cl
             if isinstance(outcome, Exception):
                 raise outcome
             if cache is not None:
-                atomic_write_json(cache / f"{digest(calibration_key(preset, s, budget, code))}.json",
-                                  make_record("verify-calibration-report", calibration_key(preset, s, budget, code),
-                                              outcome, s, {}))
+                key = calibration_key(preset, s, budget, code)
+                atomic_write_json(cache / f"{digest(key)}.json",
+                                  make_record("verify-calibration-report", key, outcome, s, {}))
             outcomes.append(outcome)
             bar.update()
     outcomes.sort(key=lambda o: o["seed"])

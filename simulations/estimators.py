@@ -139,19 +139,28 @@ def batches(size: int, per_sample: int) -> Iterator[int]:
         yield min(step, size - start)
 
 
-def step_floats(family: Family) -> int:
-    """float64 numbers per step and sample in the largest array of ``family.sample``'s output.
+def stored_floats(form: str, d: int) -> int:
+    """float64 numbers one step of a step form stores: ``"angle"`` d/2 angles (at least 1), ``"householder"`` a
+    direction d, ``"dense"`` a d x d matrix."""
+    return {"angle": max(1, d // 2), "householder": d, "dense": d * d}[form]
 
-    d/2 angles for the SO(2) forms (rope, so2-accumulated, nope), d for Householder's directions, d^2 for
-    dense matrices (Haar, Givens, Lie walk and any user family).  Batch sizes count the larger of this and
-    the path an estimator builds, so a dense family's draws stay within the budget too.
-    """
+
+def step_form(family: Family) -> str:
+    """The step form ``family.sample`` returns: ``"angle"`` for rope, so2-accumulated and nope,
+    ``"householder"`` for Householder, ``"dense"`` for the other built-ins and, conservatively, any user family
+    (whose real form ``measure.plan_measurement`` reads from its first sample)."""
     from .families import Householder, NoPE, Rope, SO2Accumulated
 
-    d = family.dim
     if isinstance(family, (Rope, SO2Accumulated, NoPE)):
-        return max(1, d // 2)
-    return d if isinstance(family, Householder) else d * d
+        return "angle"
+    return "householder" if isinstance(family, Householder) else "dense"
+
+
+def step_floats(family: Family) -> int:
+    """float64 numbers per step and sample in the largest array of ``family.sample``'s output
+    (``stored_floats`` of its ``step_form``).  Batch sizes count the larger of this and the path an estimator
+    builds, so a dense family's draws stay within the budget too."""
+    return stored_floats(step_form(family), family.dim)
 
 
 def path_floats(family: Family, n_steps: int) -> int:
@@ -656,8 +665,7 @@ def _accumulate_values(steps, u: np.ndarray, m: np.ndarray) -> np.ndarray:
 
         return _accumulate_angle_values(as_tensor(steps.theta), u, m)
     if isinstance(steps, HouseholderSteps):  # A_t x = x - beta_t w_t (w_t . x): O(d) per step, no dense matrix
-        w = np.ascontiguousarray(steps.w.transpose(1, 0, 2))  # step-major: each step reads contiguous rows
-        beta = np.ascontiguousarray(steps.beta.T)
+        w, beta = steps.step_major()
         u = u + 0.0  # a fresh array, updated in place below
         for t in range(steps.n_steps):
             u += m

@@ -19,7 +19,7 @@ import numpy as np
 from tqdm import tqdm
 
 from . import estimators as est
-from .families import FAMILIES, Family, family_name, family_params, make_family
+from .families import FAMILIES, BuiltinFamily, Family, family_name, family_params, make_family
 from .params import MAX_MEMORY_BYTES, ParamError, ParamSpec, check_memory, check_seed, resolve
 from .results import NonFiniteError, jsonable, make_record
 from .userfamily import SampleReport, check_sample
@@ -110,9 +110,6 @@ def _drift(f: Family, o: dict, rng: np.random.Generator) -> dict:
 # path per batch, within one of min(16, samples) groups) and count every array alive at the peak, in fp64
 # numbers; tests/test_robustness_memory.py holds them against tracemalloc's measured peak on small runs.
 
-#: step forms of the built-in families (a user family's form is read from its checked first sample)
-BUILTIN_FORMS = {"rope": "angle", "so2-accumulated": "angle", "nope": "angle", "householder": "householder",
-                 "haar": "dense", "givens": "dense", "lie-walk": "dense"}
 #: the memory model's name for each step form class
 FORM_NAMES = {"AngleSteps": "angle", "HouseholderSteps": "householder", "DenseSteps": "dense"}
 
@@ -121,12 +118,6 @@ def sample_numbers(form: str, d: int) -> int:
     """fp64 numbers alive per step and sequence while a step form is sampled: the angles d/2, Householder
     w and its Gaussian draw 2d + 1, dense matrices with their sampling temporaries (QR / expm) 4 d^2."""
     return {"angle": d // 2 or 1, "householder": 2 * d + 1, "dense": 4 * d * d}[form]
-
-
-def stored_numbers(form: str, d: int) -> int:
-    """fp64 numbers a step form stores per step (``estimators.step_floats``): d/2 angles, a Householder
-    direction d, a dense matrix d^2."""
-    return {"angle": d // 2 or 1, "householder": d, "dense": d * d}[form]
 
 
 def batch_size(per_sample: int, available: int) -> int:
@@ -144,7 +135,7 @@ def _path_memory(option: str, n: int, samples_per_batch: int, d: int, form: str,
     the whole path's numbers (``estimators.path_floats``: max((n+1) d, n x stored)), and a path longer than
     BATCH_BUDGET / max(d, stored) steps is drawn in chunks of that many; per chunk step the draws (``copies``
     of them, with their sampling temporaries) and about four (b, chunk+1, d) working arrays."""
-    stored = stored_numbers(form, d)
+    stored = est.stored_floats(form, d)
     b = batch_size(max((n + 1) * d, n * stored), samples_per_batch)
     chunk = min(n, max(1, est.BATCH_BUDGET // max(d, stored)))
     return {option: b * (chunk + 1) * (copies * sample_numbers(form, d) + 4 * d)}
@@ -181,7 +172,7 @@ def _memory_streamed(o: dict, d: int, form: str) -> dict[str, float]:
     """near-weight / far-residual: b sequences of one chunk (min(chunk, n_max) steps) at a time, as steps and
     three (b, chunk, d) working arrays; each batch's rows of ``points`` results folded into running moments."""
     c = min(o["chunk"], o["n_max"])
-    b = batch_size(c * max(4 * d, stored_numbers(form, d)), o["samples"])  # estimators.stream_floats
+    b = batch_size(c * max(4 * d, est.stored_floats(form, d)), o["samples"])  # estimators.stream_floats
     return {"chunk": b * c * (2 * sample_numbers(form, d) + 3 * d + 1)}
 
 
@@ -260,8 +251,8 @@ def resolve_job(quantity: str, family: str, family_args: dict, options: dict) ->
     fam = make_family(family, **family_args)
     if opts.get("device", "numpy") != "numpy":
         check_torch_device(fam, opts["device"])
-    if family_name(fam) in BUILTIN_FORMS:
-        check_job_memory(q, fam, opts, BUILTIN_FORMS[family_name(fam)])
+    if isinstance(fam, BuiltinFamily):  # a user family's form is read from its checked first sample
+        check_job_memory(q, fam, opts, est.step_form(fam))
     return q, fam, opts
 
 
@@ -352,7 +343,7 @@ def plan_measurement(quantity: str, family: str, family_args: dict | None = None
     seed = check_seed(seed)
     q, fam, opts = resolve_job(quantity, family, family_args or {}, options or {})
     report = None
-    if family_name(fam) not in BUILTIN_FORMS:
+    if not isinstance(fam, BuiltinFamily):
         report = check_sample(fam, family)
         check_job_memory(q, fam, opts, FORM_NAMES[report.form])
     return Plan(q, fam, opts, seed, report)

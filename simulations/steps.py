@@ -15,7 +15,8 @@ Forms: ``AngleSteps`` (block-diagonal SO(2), interleaved planes, see ``conventio
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import ClassVar
 
 import numpy as np
 
@@ -58,8 +59,30 @@ def from_complex_planes(z: np.ndarray) -> np.ndarray:
     return out
 
 
+class StepShape:
+    """The shape of a step form: ``batch`` sequences of ``n_steps`` steps, each d x d with d = ``dim``, read from
+    the form's first field, an array (batch, n_steps, d / DIMS_PER_ENTRY, ...)."""
+
+    DIMS_PER_ENTRY: ClassVar[int] = 1
+
+    def _leading(self) -> np.ndarray:
+        return getattr(self, fields(self)[0].name)
+
+    @property
+    def batch(self) -> int:
+        return self._leading().shape[0]
+
+    @property
+    def n_steps(self) -> int:
+        return self._leading().shape[1]
+
+    @property
+    def dim(self) -> int:
+        return self.DIMS_PER_ENTRY * self._leading().shape[2]
+
+
 @dataclass(frozen=True)
-class AngleSteps:
+class AngleSteps(StepShape):
     """Block-diagonal SO(2) steps: plane b of step t rotates by theta[:, t, b].
 
     theta: float64 (batch, n_steps, d/2).  A_t = diag_b R(theta_tb); products are rotations by
@@ -68,17 +91,7 @@ class AngleSteps:
 
     theta: np.ndarray
 
-    @property
-    def batch(self) -> int:
-        return self.theta.shape[0]
-
-    @property
-    def n_steps(self) -> int:
-        return self.theta.shape[1]
-
-    @property
-    def dim(self) -> int:
-        return 2 * self.theta.shape[2]
+    DIMS_PER_ENTRY: ClassVar[int] = 2  # theta[..., b] rotates the plane (2b, 2b+1)
 
     def dense(self) -> np.ndarray:
         c, s = np.cos(self.theta), np.sin(self.theta)
@@ -127,7 +140,7 @@ class AngleSteps:
 
 
 @dataclass(frozen=True)
-class HouseholderSteps:
+class HouseholderSteps(StepShape):
     """PaTH steps A_t = I - beta_t w_t w_t^T with unit w_t.
 
     w: float64 (batch, n_steps, d) unit rows; beta: float64 (batch, n_steps) in [0, 2].
@@ -136,18 +149,6 @@ class HouseholderSteps:
 
     w: np.ndarray
     beta: np.ndarray
-
-    @property
-    def batch(self) -> int:
-        return self.w.shape[0]
-
-    @property
-    def n_steps(self) -> int:
-        return self.w.shape[1]
-
-    @property
-    def dim(self) -> int:
-        return self.w.shape[2]
 
     def dense(self) -> np.ndarray:
         eye = np.eye(self.dim)
@@ -160,6 +161,11 @@ class HouseholderSteps:
         """A_t m for m of shape (batch, d, r): m - beta w (w^T m), O(d r) per sequence."""
         w = self.w[:, t, :]
         return m - (self.beta[:, t, None, None] * w[:, :, None]) * np.einsum("bd,bdr->br", w, m)[:, None, :]
+
+    def step_major(self) -> tuple[np.ndarray, np.ndarray]:
+        """Contiguous step-major copies (w (n_steps, batch, d), beta (n_steps, batch)), so a recursion over steps
+        reads contiguous rows at each step."""
+        return np.ascontiguousarray(self.w.transpose(1, 0, 2)), np.ascontiguousarray(self.beta.T)
 
     def transport(self, x: np.ndarray) -> np.ndarray:
         x = _as_batch_vectors(x, self.batch, self.dim, "x")
@@ -176,11 +182,10 @@ class HouseholderSteps:
         """q^T A_t ... A_1 k for t = 0..n, shape (batch, n+1), by the rank-one recursion
             x_0 = k,   x_t = x_{t-1} - beta_t w_t (w_t^T x_{t-1}),   y_t = q^T x_t,
         O(n d) per sequence, keeping only x (batch, d): no (batch, n+1, d) path is written.  The steps are
-        read step-major (one transposed copy of w), so each step touches contiguous memory."""
+        read step-major (``step_major``), so each step touches contiguous memory."""
         qb = _as_batch_vectors(q, self.batch, self.dim, "q")
         cur = _as_batch_vectors(k, self.batch, self.dim, "k").copy()
-        w = np.ascontiguousarray(self.w.transpose(1, 0, 2))
-        beta = np.ascontiguousarray(self.beta.T)
+        w, beta = self.step_major()
         shared = np.ndim(q) == 1
         y = np.empty((self.n_steps + 1, self.batch))
         y[0] = np.einsum("bd,bd->b", qb, cur)
@@ -197,22 +202,10 @@ class HouseholderSteps:
 
 
 @dataclass(frozen=True)
-class DenseSteps:
+class DenseSteps(StepShape):
     """Arbitrary d x d steps given as matrices: a (batch, n_steps, d, d) float64."""
 
     a: np.ndarray
-
-    @property
-    def batch(self) -> int:
-        return self.a.shape[0]
-
-    @property
-    def n_steps(self) -> int:
-        return self.a.shape[1]
-
-    @property
-    def dim(self) -> int:
-        return self.a.shape[2]
 
     def dense(self) -> np.ndarray:
         return self.a

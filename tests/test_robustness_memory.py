@@ -13,7 +13,8 @@ import tracemalloc
 import pytest
 
 from accum.cli import main
-from accum.simulations.measure import BUILTIN_FORMS, peak_memory, plan_measurement, run_plan
+from accum.simulations.estimators import step_form
+from accum.simulations.measure import peak_memory, plan_measurement, run_plan
 from accum.simulations.params import MAX_MEMORY_BYTES, ParamError
 
 CASES = [
@@ -44,7 +45,7 @@ SLACK = {("coherence", "so2-accumulated"), ("score-gap", "householder"), ("near-
 @pytest.mark.parametrize("quantity, family, params, options", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
 def test_peak_memory_estimate_bounds_the_measured_peak(quantity, family, params, options):
     plan = plan_measurement(quantity, family, params, options, seed=0)
-    estimate = sum(peak_memory(quantity, plan.options, plan.family.dim, BUILTIN_FORMS[family]).values())
+    estimate = sum(peak_memory(quantity, plan.options, plan.family.dim, step_form(plan.family)).values())
     tracemalloc.start()
     try:
         run_plan(plan)
@@ -79,8 +80,8 @@ def test_work_that_cannot_fit_is_refused_before_it_starts(argv, option, tmp_path
 def test_streaming_estimates_do_not_grow_with_samples_or_steps(quantity, family, params, small, large):
     """The issue's oversized examples now stream: their estimate is that of a small run (one batch, one
     chunk) and far below a gigabyte, so they run in bounded memory instead of being refused."""
-    estimates = [sum(peak_memory(quantity, plan_measurement(quantity, family, params, o, seed=0).options, 16,
-                                 BUILTIN_FORMS[family]).values()) for o in (small, large)]
+    plans = [plan_measurement(quantity, family, params, o, seed=0) for o in (small, large)]
+    estimates = [sum(peak_memory(quantity, p.options, 16, step_form(p.family)).values()) for p in plans]
     assert estimates[1] == estimates[0] < 1e9
 
 
