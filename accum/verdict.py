@@ -184,3 +184,8 @@ def binomial_interval(failures: int, runs: int, level: float = 0.95) -> tuple[fl
     hi = 1.0 if failures == runs else float(sps.beta.ppf(1.0 - a, failures + 1, runs - failures))
     return lo, hi
 
+
+def binomial_tail(failures: int, runs: int, rate: float) -> float:
+    """P(X >= failures) for X ~ Binomial(runs, rate): how surprising ``failures`` is if the true failure
+    probability were ``rate`` (the one-sided exact test of "at most rate")."""
+    return float(sps.binom.sf(failures - 1, runs, rate))

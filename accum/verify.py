@@ -36,7 +36,7 @@ from accum.simulations.sweep import (check_scheduler, check_workers, code_identi
                                     default_workers, digest, map_outcomes)
 
 from .claims import CHECKS, deterministic, label
-from .verdict import EVIDENCE, Measurement, Row, binomial_interval, judge
+from .verdict import EVIDENCE, Measurement, Row, binomial_interval, binomial_tail, judge
 
 CLAIMS = {
     "C1": "incoherence: ||E[A_n...A_1]|| decays to ~0 after finitely many steps",
@@ -475,20 +475,38 @@ def calibrate(preset: str, runs: int, seed: int, budget: float, workers: int, cl
                                   make_record("verify-calibration-report", key, outcome, s, {}))
             outcomes.append(outcome)
             bar.update()
-    outcomes.sort(key=lambda o: o["seed"])
+    return summarize_calibration(outcomes, preset, seed + 1, budget)
+
+
+#: a row "fails more than 3x its share" (issue 12's target) when its count is significant against 3x its share
+SHARE_MULTIPLE, SHARE_LEVEL = 3.0, 0.05
+
+
+def summarize_calibration(outcomes: list[dict], preset: str, first_seed: int, budget: float) -> dict:
+    """Calibration summary from per-report outcomes (``_report_outcome``; every run has the plan's rows in the
+    plan's order): the report's failure rate with its 95% Clopper-Pearson interval, and per evidence row its
+    failures n against its share runs * budget / R (R evidence rows) with the one-sided exact binomial p-value
+    P(X >= n | rate 3 budget / R).  A row's expected count is small (0.09 at N = 500, budget 0.01, R = 57), so
+    a single failure is already 11x it; "more than 3x its share" is therefore judged by that test: p < 0.05
+    says the row's false-failure rate is above 3x its share."""
+    outcomes = sorted(outcomes, key=lambda o: o["seed"])
+    runs = len(outcomes)
     failures = sum(not o["passed"] for o in outcomes)
     lo, hi = binomial_interval(failures, runs)
-    first = outcomes[0]["rows"]  # every run has the plan's rows in the plan's order
+    first = outcomes[0]["rows"]
     n_evidence = sum(row[4] for row in first)
-    share = runs * budget / max(n_evidence, 1)
+    row_rate = budget / max(n_evidence, 1)
+    share = runs * row_rate
     rows = []
     for i, (c, f, w, _, e) in enumerate(first):
         n = sum(not o["rows"][i][3] for o in outcomes)
+        p = binomial_tail(n, runs, SHARE_MULTIPLE * row_rate) if e else None
         rows.append({"claim": c, "family": f, "what": w, "evidence": e, "failures": n, "expected": share if e else 0.0,
-                     "ratio_to_share": (n / share) if e else None})
-    return {"preset": preset, "runs": runs, "first_seed": seed + 1, "budget": budget, "failures": failures,
+                     "ratio_to_share": (n / share) if e else None, "p_above_3x_share": p})
+    above = [r for r in rows if r["evidence"] and r["p_above_3x_share"] < SHARE_LEVEL]
+    return {"preset": preset, "runs": runs, "first_seed": first_seed, "budget": budget, "failures": failures,
             "rate": failures / runs, "interval95": [lo, hi], "evidence_rows": n_evidence, "rows": rows,
-            "seeds_failed": sorted(o["seed"] for o in outcomes if not o["passed"])}
+            "rows_above_3x_share": len(above), "seeds_failed": sorted(o["seed"] for o in outcomes if not o["passed"])}
 
 
 def format_calibration(c: dict) -> str:
@@ -499,10 +517,12 @@ def format_calibration(c: dict) -> str:
              "times in expectation (its share); rows that failed:"]
     failed = sorted((r for r in c["rows"] if r["failures"]), key=lambda r: -r["failures"])
     for r in failed:
-        share = f"{r['ratio_to_share']:.1f}x share" if r["evidence"] else "sanity row"
-        lines.append(f"  {r['failures']:4d}  {share:<12} {r['claim']:<6} {r['family'][:40]:<40} {r['what'][:60]}")
+        share = f"{r['ratio_to_share']:.1f}x share, p(>3x) = {r['p_above_3x_share']:.2f}" if r["evidence"] else "sanity row"
+        lines.append(f"  {r['failures']:4d}  {share:<30} {r['claim']:<6} {r['family'][:40]:<40} {r['what'][:60]}")
     if not failed:
         lines.append("  none")
+    lines.append(f"rows whose failures are significant against {SHARE_MULTIPLE:g}x their share (one-sided exact "
+                 f"binomial, p < {SHARE_LEVEL:g}): {c['rows_above_3x_share']}")
     return "\n".join(lines)
 
 

@@ -13,7 +13,7 @@ from scipy import stats as sps
 from accum import cli
 from accum import verify as v
 from accum.claims import CHECKS, deterministic
-from accum.verdict import Measurement, binomial_interval, dispersion, judge, min_detectable_effect, threshold
+from accum.verdict import Measurement, binomial_interval, binomial_tail, dispersion, judge, min_detectable_effect, threshold
 
 BUDGET = 0.01
 CONTRACT = ("claim", "family", "kind", "counts_as_evidence", "predicted", "measured", "stderr", "z", "k",
@@ -206,6 +206,38 @@ def test_calibrate_counts_failures_per_row(monkeypatch, capsys, tmp_path):
     result = json.loads(path.read_text())["result"]
     assert result["runs"] == 3 and len(result["rows"]) == sum(len(j.kinds()) for j in few)
     assert result["interval95"][0] <= result["rate"] <= result["interval95"][1]
+
+
+def test_calibration_summary_flags_a_row_significantly_above_three_times_its_share():
+    """Synthetic outcomes, 500 runs of 57 evidence rows and one sanity row at budget 0.01 (a row's share
+    0.088): one failure is consistent with 3x the share (p = 0.23), two are not (p = 0.029); a sanity row's
+    failures fail the report but are not judged against a share."""
+    rows = [("C1", f"f{i}", "x", True, True) for i in range(57)] + [("C5", "g", "bound", True, False)]
+    fail_at = {3: [0], 7: [1, 1], 11: [57]}  # seed -> failing row indices
+    outcomes = []
+    for seed in range(1, 501):
+        bad = fail_at.get(seed, [])
+        outcomes.append({"seed": seed, "passed": not bad,
+                         "rows": [(c, f, w, i not in bad, e) for i, (c, f, w, _, e) in enumerate(rows)]})
+    outcomes[8]["rows"][1] = ("C1", "f1", "x", False, True)  # row 1 fails again at seed 9
+    outcomes[8]["passed"] = False
+    c = v.summarize_calibration(outcomes, "quick", 1, 0.01)
+    by = {r["family"]: r for r in c["rows"]}
+    assert c["failures"] == 4 and c["seeds_failed"] == [3, 7, 9, 11] and c["evidence_rows"] == 57
+    assert by["f0"]["failures"] == 1 and by["f0"]["p_above_3x_share"] == pytest.approx(1 - (1 - 0.03 / 57) ** 500)
+    assert by["f1"]["failures"] == 2 and by["f1"]["p_above_3x_share"] < 0.05 < by["f0"]["p_above_3x_share"]
+    assert by["g"]["failures"] == 1 and by["g"]["p_above_3x_share"] is None
+    assert c["rows_above_3x_share"] == 1
+    assert "significant against 3x their share" in v.format_calibration(c)
+
+
+def test_binomial_tail_is_the_upper_tail_sum():
+    from math import comb
+
+    n, p = 40, 0.07
+    for k in (0, 1, 3, 9):
+        direct = sum(comb(n, j) * p**j * (1 - p) ** (n - j) for j in range(k, n + 1))
+        assert binomial_tail(k, n, p) == pytest.approx(direct, rel=1e-12)
 
 
 def test_calibration_with_a_cache_resumes_and_extends(monkeypatch, capsys, tmp_path):
