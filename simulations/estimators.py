@@ -359,12 +359,13 @@ def mean_product_sq(family: Family, n_steps: int, n_samples: int, rng: np.random
     eye = np.eye(d)
     sizes = group_sizes(n_samples, least=4)
     sums, norms, planes, rotations = [], [], [], []
+    work: list = []  # scratch tensors reused across the SO(2) batches (``_angle_cos_sin_sums``)
     for size in sizes:
         s, nrm, pl, rot = 0.0, 0.0, 0.0, 0
         for b in batches(size, product_floats(family, n_steps)):
             steps = family.sample(rng, n_steps, b)
             if isinstance(steps, AngleSteps):
-                pl = pl + _angle_cos_sin_sums(steps.theta)
+                pl = pl + _angle_cos_sin_sums(steps.theta, work)
                 rot += b
             else:
                 paths = np.stack([steps.transport(np.broadcast_to(eye[c], (b, d))) for c in range(d)], axis=-1)
@@ -396,14 +397,21 @@ def _rotation_sq_norm(planes: np.ndarray, m: int, d: int) -> np.ndarray:
     return np.concatenate([[1.0], body])
 
 
-def _angle_cos_sin_sums(theta: np.ndarray) -> np.ndarray:
-    """(sum_m cos Theta_tb, sum_m sin Theta_tb) over the batch, shape (2, n, p), from theta (batch, n, p)."""
+def _angle_cos_sin_sums(theta: np.ndarray, work: list) -> np.ndarray:
+    """(sum_m cos Theta_tb, sum_m sin Theta_tb) over the batch, shape (2, n, p), from theta (batch, n, p).
+
+    ``work`` holds the two (batch, n, p) float64 scratch tensors of the caller's previous batch; a batch of
+    the same shape writes into them instead of allocating (fresh pages cost as much as the sine itself)."""
     import torch
 
     from .backend_torch import as_tensor
 
-    cum = torch.cumsum(as_tensor(theta), dim=1)
-    s_sum = torch.sin(cum).sum(dim=0)
+    th = as_tensor(theta)
+    if not work or work[0].shape != th.shape:
+        work[:] = [torch.empty_like(th), torch.empty_like(th)]
+    cum, scratch = work
+    torch.cumsum(th, dim=1, out=cum)
+    s_sum = torch.sin(cum, out=scratch).sum(dim=0)
     return torch.stack([torch.cos(cum, out=cum).sum(dim=0), s_sum]).numpy()
 
 
