@@ -185,12 +185,11 @@ def fig_window(measured: Sequence[Measured], theory: Theory) -> Figure:
         draw_theory(ax, theory, key, c)
     theory_legend_entry(ax)
     ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
+    ax.set(yscale="log", xlabel=r"context length $T$ (tokens)",
+           ylabel=r"window width $W(T) = \Sigma_{\Delta<T}\, c_T(\Delta)^2$ (offsets)",
+           title=r"C2: finite mixing window, independent of $T$ ($d = 16$)")
     plain_ticks(ax, sorted({result(m)["context"] for m in measured}))
     plain_log_y(ax)
-    ax.set_xlabel(r"context length $T$ (tokens)")
-    ax.set_ylabel(r"window width $W(T) = \Sigma_{\Delta<T}\, c_T(\Delta)^2$ (offsets)")
-    ax.set_title(r"C2: finite mixing window, independent of $T$ ($d = 16$)")
     ax.legend(loc="upper left")
     return fig
 
@@ -216,11 +215,9 @@ def fig_score_gap(measured: Sequence[Measured], theory: Theory) -> Figure:
         ax_hist.stairs(np.where(density > 0, density, np.nan), edges, color=c, linewidth=1.4, label=label)
     near = result(measured[0])["near"]
     ax_hist.axvline(near, color="#d62728", linewidth=1.6, label=rf"near score $q^{{\mathsf{{T}}}}k = {near:g}$")
-    ax_hist.set_yscale("log")
-    ax_hist.set_xlabel(r"score $s = q^{\mathsf{T}} A_\Delta \cdots A_1 k$  ($|q| = |k| = 1$)")
-    ax_hist.set_ylabel("density of far scores")
     offset = result(measured[0])["offset"]
-    ax_hist.set_title(rf"(a) far scores at distance $\Delta = {offset}$")
+    ax_hist.set(yscale="log", xlabel=r"score $s = q^{\mathsf{T}} A_\Delta \cdots A_1 k$  ($|q| = |k| = 1$)",
+                ylabel="density of far scores", title=rf"(a) far scores at distance $\Delta = {offset}$")
     ax_hist.legend(loc="upper left")
 
     dims = np.array([result(m)["dim"] for m in builtin], dtype=float)
@@ -235,9 +232,8 @@ def fig_score_gap(measured: Sequence[Measured], theory: Theory) -> Figure:
     ax_gap.set_yscale("log", base=2)
     plain_ticks(ax_gap, all_dims)
     ax_gap.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
-    ax_gap.set_xlabel(r"head dimension $d$")
-    ax_gap.set_ylabel(r"gap $(q^{\mathsf{T}}k - \mathbb{E}\,s) / \mathrm{sd}(s)$ (far sd)")
-    ax_gap.set_title(r"(b) the gap opens as $\sqrt{d}$")
+    ax_gap.set(xlabel=r"head dimension $d$", ylabel=r"gap $(q^{\mathsf{T}}k - \mathbb{E}\,s) / \mathrm{sd}(s)$ (far sd)",
+               title=r"(b) the gap opens as $\sqrt{d}$")
     ax_gap.legend(loc="upper left")
 
     var = np.array([result(m)["mean"] for m in builtin])
@@ -256,10 +252,8 @@ def fig_score_gap(measured: Sequence[Measured], theory: Theory) -> Figure:
                     label="its theory", zorder=6)
     ax_var.set_xscale("log", base=2)
     plain_ticks(ax_var, all_dims)
-    ax_var.set_ylim(0, max(1.5, top * 1.1))
-    ax_var.set_xlabel(r"head dimension $d$")
-    ax_var.set_ylabel(r"$d\,\mathbb{E}\,[s^2]$ (far variance $\times\, d$)")
-    ax_var.set_title(r"(c) far variance is $1/d$")
+    ax_var.set(ylim=(0, max(1.5, top * 1.1)), xlabel=r"head dimension $d$",
+               ylabel=r"$d\,\mathbb{E}\,[s^2]$ (far variance $\times\, d$)", title=r"(c) far variance is $1/d$")
     ax_var.legend(loc="lower right")
     fig.suptitle(r"C4: far scores concentrate as $\mathcal{N}(0, |q|^2|k|^2/d)$ (SO(2) Gaussian angles, "
                  r"$\sigma = 1$)", fontsize=10)
@@ -288,12 +282,10 @@ def fig_near_weight(measured: Sequence[Measured], theory: Theory) -> Figure:
     draw_theory(ax, theory, "alibi-floor", "#d62728",
                 label=r"ALiBi floor $1/(1 + \Sigma_{\Delta \leq N}\, e^{-m\Delta})$", linestyle="-.", linewidth=1.4)
     ax.plot([], [], color="0.3", linestyle=":", label=r"theory $1/(1 + \mathbb{E}\,$far mass$)$ (dotted)")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel(r"far-set size $N$ (far keys)")
-    ax.set_ylabel(r"near-target weight $w(N) = e^{s_0} / (e^{s_0} + \Sigma_{\Delta=1}^{N}\, e^{s_\Delta})$")
     s0 = result(measured[0])["s0"]
-    ax.set_title(rf"C5: near weight $\to 0$ with $N$ unless far mass is controlled ($s_0 = {s0:g}$, $d = 16$)")
+    ax.set(xscale="log", yscale="log", xlabel=r"far-set size $N$ (far keys)",
+           ylabel=r"near-target weight $w(N) = e^{s_0} / (e^{s_0} + \Sigma_{\Delta=1}^{N}\, e^{s_\Delta})$",
+           title=rf"C5: near weight $\to 0$ with $N$ unless far mass is controlled ($s_0 = {s0:g}$, $d = 16$)")
     ax.legend(loc="lower left", fontsize=7)
     return fig
 
@@ -307,11 +299,9 @@ def fig_far_residual(measured: Sequence[Measured], theory: Theory) -> Figure:
     ax = fig.subplots()
     far_set_series(ax, measured, theory)
     theory_legend_entry(ax, r"theory, exact in $N$ (dashed): $\to (1+\rho)/((1-\rho)N)$ with rotation, $1$ without")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel(r"far-set size $N$ (far values)")
-    ax.set_ylabel(r"$\mathbb{E}\,|r(N)|^2 / |m|^2$, $\; r(N) = N^{-1}\Sigma_{\Delta=1}^{N}\, P_\Delta m$")
-    ax.set_title(r"C6: rotated values add incoherently: $|r| \propto 1/\sqrt{N}$ ($d = 16$)")
+    ax.set(xscale="log", yscale="log", xlabel=r"far-set size $N$ (far values)",
+           ylabel=r"$\mathbb{E}\,|r(N)|^2 / |m|^2$, $\; r(N) = N^{-1}\Sigma_{\Delta=1}^{N}\, P_\Delta m$",
+           title=r"C6: rotated values add incoherently: $|r| \propto 1/\sqrt{N}$ ($d = 16$)")
     ax.legend(loc="lower left")
     return fig
 

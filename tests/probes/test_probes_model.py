@@ -37,6 +37,12 @@ def tokens(batch: int, length: int, seed: int = 3) -> torch.Tensor:
     return torch.randint(0, VOCAB, (batch, length), generator=torch.Generator().manual_seed(seed))
 
 
+def model_and_inputs(arm: str, shape, batch: int, length: int, seed: int, dtype=torch.float64):
+    """``tiny_model`` with ``batch`` token sequences of ``length`` and the model's uniforms drawn at ``seed``."""
+    model = tiny_model(arm, dtype, shape=shape)
+    return model, tokens(batch, length), model.draw_uniforms(batch, length, torch.Generator().manual_seed(seed))
+
+
 def logits_by_chunks(model, idx, chunk, uniforms):
     """Logits of idx fed ``chunk`` tokens at a time, each call carrying the previous calls' KV state."""
     states, parts = None, []
@@ -51,9 +57,7 @@ def logits_by_chunks(model, idx, chunk, uniforms):
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("arm", ARMS)
 def test_cached_one_token_decoding_equals_parallel_pass(arm, shape, dtype, length, atol):
-    model = tiny_model(arm, dtype, shape=shape)
-    idx = tokens(2, length)
-    u = model.draw_uniforms(2, length, torch.Generator().manual_seed(0))
+    model, idx, u = model_and_inputs(arm, shape, 2, length, seed=0, dtype=dtype)
     with torch.no_grad():
         assert torch.allclose(logits_by_chunks(model, idx, 1, u), model(idx, None, u).logits, rtol=0, atol=atol)
 
@@ -61,9 +65,7 @@ def test_cached_one_token_decoding_equals_parallel_pass(arm, shape, dtype, lengt
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("arm", ARMS)
 def test_chunked_pass_equals_full_attention(arm, shape):
-    model = tiny_model(arm, shape=shape)
-    idx = tokens(3, 23)
-    u = model.draw_uniforms(3, 23, torch.Generator().manual_seed(1))
+    model, idx, u = model_and_inputs(arm, shape, 3, 23, seed=1)
     with torch.no_grad():
         full = model(idx, None, u).logits
         for chunk in (5, 8):
@@ -73,9 +75,7 @@ def test_chunked_pass_equals_full_attention(arm, shape):
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("arm", ARMS)
 def test_no_future_token_leakage(arm, shape):
-    model = tiny_model(arm, shape=shape)
-    idx = tokens(2, 16)
-    u = model.draw_uniforms(2, 16, torch.Generator().manual_seed(2))
+    model, idx, u = model_and_inputs(arm, shape, 2, 16, seed=2)
     changed = idx.clone()
     changed[:, 9] = (changed[:, 9] + 1) % VOCAB
     with torch.no_grad():
