@@ -188,3 +188,13 @@ def test_standard_rope_is_accum_rope_with_the_frequencies_negated():
     accum_scores = accum_steps.scores(q[None], k[None])[0]
     assert not np.allclose(np.tril(accum_scores), np.tril(standard_rope_scores(q, k, omega)))  # the directions differ
     np.testing.assert_allclose(accum_scores, standard_rope_scores(q, k, -omega), atol=1e-12)
+
+
+@pytest.mark.parametrize("cls", [*FAMILIES.values(), *LAWS.values()], ids=[*FAMILIES, *LAWS])
+def test_dataclass_fields_are_exactly_the_declared_parameters(cls):
+    """A built-in family or angle law states each parameter twice (its ParamSpec in PARAMS, its dataclass field):
+    the two lists must name the same parameters, in the same order, with the same defaults."""
+    import dataclasses
+
+    fields = [(f.name, f.default) for f in dataclasses.fields(cls)]
+    assert fields == [(spec.name, spec.default) for spec in cls.PARAMS]
