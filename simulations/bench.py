@@ -196,8 +196,8 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.json is not None:
         check_output_path(args.json, "--json")
     start = time.perf_counter()
-    if check_positive_int("--repeats", args.repeats) > 100:
-        raise ParamError(f"--repeats must be an integer in [1, 100], got {args.repeats}")
+    if isinstance(args.repeats, bool) or not isinstance(args.repeats, int) or not 1 <= args.repeats <= 100:
+        raise ParamError(f"--repeats must be an integer in [1, 100], got {args.repeats!r}")
     if check_positive_int("--threads", args.threads) > (os.cpu_count() or 1):
         raise ParamError(f"--threads must be an integer in [1, {os.cpu_count() or 1}] (the cores here), got {args.threads}")
     rows, threads = run_benchmarks(args.repeats, threads=args.threads)

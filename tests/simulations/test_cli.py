@@ -95,7 +95,7 @@ def test_bench_ratio_verdicts_and_bad_repeats(capsys):
     assert speedup["ratio"] == 40.0 and speedup["meets"] is False
     assert _ratio("x", 1.0, 40.0, None, "speedup")["meets"] is None
     assert main(["bench", "--repeats", "0"]) == 2
-    assert "--repeats must be an integer >= 1" in capsys.readouterr().err
+    assert "--repeats must be an integer in [1, 100], got 0" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv,named", [
