@@ -35,7 +35,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 from . import estimators as est
 from . import reference
 from .families import make_family
-from .params import ParamError, check_positive_int
+from .params import ParamError, check_int, check_positive_int
 from .results import atomic_write_json, check_output_path, make_record
 
 
@@ -87,7 +87,7 @@ def _ratio(name: str, fast: float, base: float, target: float | None, kind: str)
 def coherence_draws(family, n_steps: int, n_samples: int, seed: int, product: bool = False) -> None:
     """The ``family.sample`` calls of ``coherence`` (or, with ``product``, of ``mean_product_sq``)."""
     rng = np.random.default_rng(seed)
-    per_sample = est.product_floats(family, n_steps) if product else est.path_floats(family, n_steps)
+    per_sample = est.product_floats(family, n_steps) if product else est.path_floats(est.step_form(family), family.dim, n_steps)
     for size in est.group_sizes(n_samples, least=4 if product else 2):
         for b in est.batches(size, per_sample):
             family.sample(rng, n_steps, b)
@@ -96,7 +96,7 @@ def coherence_draws(family, n_steps: int, n_samples: int, seed: int, product: bo
 def stream_draws(family, far_sizes: list[int], n_samples: int, seed: int, chunk: int = 4096) -> None:
     """The ``family.sample`` calls of ``near_weight`` / ``far_residual``: chunks cut at every far size."""
     rng = np.random.default_rng(seed)
-    for b in est.batches(n_samples, est.stream_floats(family, chunk, max(far_sizes))):
+    for b in est.batches(n_samples, est.stream_floats(est.step_form(family), family.dim, chunk, max(far_sizes))):
         done = 0
         for target in far_sizes:
             while done < target:
@@ -196,8 +196,7 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.json is not None:
         check_output_path(args.json, "--json")
     start = time.perf_counter()
-    if isinstance(args.repeats, bool) or not isinstance(args.repeats, int) or not 1 <= args.repeats <= 100:
-        raise ParamError(f"--repeats must be an integer in [1, 100], got {args.repeats!r}")
+    check_int("--repeats", args.repeats, 1, 100)
     if check_positive_int("--threads", args.threads) > (os.cpu_count() or 1):
         raise ParamError(f"--threads must be an integer in [1, {os.cpu_count() or 1}] (the cores here), got {args.threads}")
     rows, threads = run_benchmarks(args.repeats, threads=args.threads)

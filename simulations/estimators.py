@@ -156,23 +156,22 @@ def step_form(family: Family) -> str:
     return "householder" if isinstance(family, Householder) else "dense"
 
 
-def step_floats(family: Family) -> int:
-    """float64 numbers per step and sample in the largest array of ``family.sample``'s output
-    (``stored_floats`` of its ``step_form``).  Batch sizes count the larger of this and the path an estimator
-    builds, so a dense family's draws stay within the budget too."""
-    return stored_floats(step_form(family), family.dim)
+def path_floats(form: str, d: int, n_steps: int) -> int:
+    """Memory of one sample of a length-n path of a step form, in float64 numbers: its vectors (n+1) d or its
+    steps n ``stored_floats``, the larger (so a dense family's draws stay within the budget too)."""
+    return max((n_steps + 1) * d, n_steps * stored_floats(form, d))
 
 
-def path_floats(family: Family, n_steps: int) -> int:
-    """Memory of one sample of a length-n path, in float64 numbers: its vectors or its steps, the larger."""
-    return max((n_steps + 1) * family.dim, n_steps * step_floats(family))
+def path_chunk(form: str, d: int) -> int:
+    """Steps of a path drawn at once by ``bilinear_path`` (one sample): BATCH_BUDGET / max(d, stored_floats)."""
+    return max(1, BATCH_BUDGET // max(d, stored_floats(form, d)))
 
 
 def product_floats(family: Family, n_steps: int) -> int:
     """Memory of one sample in ``mean_product_sq``: the transport of d basis vectors, (n+1) d^2, or for
-    families drawn as SO(2) angles (step_floats = d/2) the cumulative angles with their cos and sin, 3 n d/2."""
+    families drawn as SO(2) angles the cumulative angles with their cos and sin, 3 n d/2."""
     d = family.dim
-    if 2 * step_floats(family) == d:
+    if step_form(family) == "angle":
         return max(3 * n_steps * d // 2, 1)
     return (n_steps + 1) * d * d
 
@@ -260,13 +259,12 @@ def bilinear_path(family: Family, rng: np.random.Generator, n_steps: int, batch:
     """q^T A_t ... A_1 k for t = 0..n_steps, (batch, n_steps + 1), for ``batch`` fresh sequences of steps.
 
     Equal to ``family.sample(rng, n_steps, batch).bilinear(q, k)`` (``transposed``: the steps' transposes,
-    k^T A_1 ... A_t q).  A path longer than the batch budget (n_steps max(d, step_floats) > BATCH_BUDGET;
-    then batch is 1) is drawn and accumulated in chunks of that many steps, carrying the transported k (for
-    SO(2) steps, the cumulative angle), so memory stays one chunk plus the returned row ((batch, 2): t = 0
+    k^T A_1 ... A_t q).  A path longer than ``path_chunk`` steps (then batch is 1) is drawn and accumulated in
+    chunks of that many steps, carrying the transported k (for SO(2) steps, the cumulative angle), so memory stays one chunk plus the returned row ((batch, 2): t = 0
     and t = n, with ``last_only``).  A family that changes form mid-path continues from the rotated k.
     q, k: (d,).
     """
-    per_chunk = max(1, BATCH_BUDGET // max(family.dim, step_floats(family)))
+    per_chunk = path_chunk(step_form(family), family.dim)
     if n_steps <= per_chunk:
         steps = family.sample(rng, n_steps, batch)
         return (steps.transposed() if transposed else steps).bilinear(q, k)
@@ -313,7 +311,7 @@ def coherence(family: Family, n_steps: int, n_samples: int, rng: np.random.Gener
     check_positive_int("n_steps", n_steps)
     q = unit_probe(family.dim) if q is None else np.asarray(q, float)
     k = unit_probe(family.dim) if k is None else np.asarray(k, float)
-    per_sample = path_floats(family, n_steps)
+    per_sample = path_floats(step_form(family), family.dim, n_steps)
     if device is None:
         sums, squares, sizes = grouped_sums(lambda b: bilinear_path(family, rng, n_steps, b, q, k), n_samples, per_sample)
     else:
@@ -446,7 +444,7 @@ def onset(family: Family, eps: float, n_steps: int, n_samples: int, rng: np.rand
     check_positive_int("n_steps", n_steps)
     q = k = unit_probe(family.dim)
     sums, squares, sizes = grouped_sums(lambda b: bilinear_path(family, rng, n_steps, b, q, k),
-                                        n_samples, path_floats(family, n_steps))
+                                        n_samples, path_floats(step_form(family), family.dim, n_steps))
     value, se = jackknife(lambda total, n: first_crossing(total / n, eps), [sums], sizes)
     return OnsetEstimate(float(value), float(se), int(sizes.sum()), eps=eps, n_steps=n_steps)
 
@@ -462,7 +460,7 @@ def _last_row_sums(family: Family, context: int, n_samples: int, rng: np.random.
     def draw(b: int) -> np.ndarray:
         return bilinear_path(family, rng, context, b, k, q, transposed=True)[:, :context]
 
-    return grouped_sums(draw, n_samples, path_floats(family, context), least=least)
+    return grouped_sums(draw, n_samples, path_floats(step_form(family), family.dim, context), least=least)
 
 
 def offset_profile(family: Family, context: int, n_samples: int, rng: np.random.Generator) -> ContextEstimate:
@@ -507,7 +505,7 @@ def score_gap(family: Family, offset: int, n_samples: int, rng: np.random.Genera
     q = k = unit_probe(d)
     far_m, sq_m = Moments(), Moments()
     counts, tail = np.zeros(bins, dtype=np.int64), 0
-    for b in batches(n_samples, path_floats(family, offset)):
+    for b in batches(n_samples, path_floats(step_form(family), d, offset)):
         far = bilinear_path(family, rng, offset, b, q, k, last_only=True)[:, -1]
         far_m.add(far)
         sq_m.add(d * far**2)
@@ -523,11 +521,11 @@ def score_gap(family: Family, offset: int, n_samples: int, rng: np.random.Genera
         hist_counts=counts, hist_edges=edges, dim=d, offset=offset)
 
 
-def stream_floats(family: Family, chunk: int, largest: int) -> int:
+def stream_floats(form: str, d: int, chunk: int, largest: int) -> int:
     """Memory of one sample of a streaming estimator, in float64 numbers: one chunk of min(chunk, largest far
     size) steps, each holding the larger of the step's storage and ~4 d working numbers (transported query,
     logits, carried state).  The batch of samples streamed together is ``batches(n, stream_floats(...))``."""
-    return min(chunk, largest) * max(4 * family.dim, step_floats(family))
+    return min(chunk, largest) * max(4 * d, stored_floats(form, d))
 
 
 def _check_sizes(name: str, sizes: Sequence[int]) -> np.ndarray:
@@ -562,7 +560,7 @@ def near_weight(family: Family, far_sizes: Sequence[int], s0: float, n_samples: 
     q = k = unit_probe(d)
     next_scores = _score_source(family, rng, q, k, device)
     weight, mass, log_mass = Moments(), Moments(), Moments()
-    for b in batches(n_samples, stream_floats(family, chunk, int(sizes[-1]))):
+    for b in batches(n_samples, stream_floats(step_form(family), d, chunk, int(sizes[-1]))):
         scores = next_scores(b)
         lse, done, rows = None, 0, []
         for target in sizes:
@@ -643,7 +641,7 @@ def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: 
     dev = bt.check_device(device)
     draw = None if dev is None else bt.angle_sampler(family, dev, bt.torch_generator(rng, dev))
     moments = Moments()
-    for b in batches(n_samples, stream_floats(family, chunk, int(sizes[-1]))):
+    for b in batches(n_samples, stream_floats(step_form(family), d, chunk, int(sizes[-1]))):
         u = np.zeros((b, d))
         done = 0
         out = []

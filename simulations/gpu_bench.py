@@ -43,7 +43,7 @@ def timed(fn, device: torch.device) -> float:
 def draw_floor(family, far: int, samples: int, chunk: int, device: torch.device, seed: int) -> None:
     """The angle draws ``near_weight`` makes on ``device`` for one far size, and nothing else."""
     draw = bt.angle_sampler(family, device, bt.torch_generator(np.random.default_rng(seed), device))
-    for b in est.batches(samples, est.stream_floats(family, chunk, far)):
+    for b in est.batches(samples, est.stream_floats(est.step_form(family), family.dim, chunk, far)):
         for start in range(0, far, chunk):
             draw(min(chunk, far - start), b)
 

@@ -132,12 +132,11 @@ def group_size(samples: int) -> int:
 
 def _path_memory(option: str, n: int, samples_per_batch: int, d: int, form: str, copies: int = 1) -> dict[str, float]:
     """A batch of b sequences of n steps read by a bilinear form (``estimators.bilinear_path``): b is sized by
-    the whole path's numbers (``estimators.path_floats``: max((n+1) d, n x stored)), and a path longer than
-    BATCH_BUDGET / max(d, stored) steps is drawn in chunks of that many; per chunk step the draws (``copies``
-    of them, with their sampling temporaries) and about four (b, chunk+1, d) working arrays."""
-    stored = est.stored_floats(form, d)
-    b = batch_size(max((n + 1) * d, n * stored), samples_per_batch)
-    chunk = min(n, max(1, est.BATCH_BUDGET // max(d, stored)))
+    the whole path's numbers (``estimators.path_floats``), and a path longer than ``estimators.path_chunk``
+    steps is drawn in chunks of that many; per chunk step the draws (``copies`` of them, with their sampling
+    temporaries) and about four (b, chunk+1, d) working arrays."""
+    b = batch_size(est.path_floats(form, d, n), samples_per_batch)
+    chunk = min(n, est.path_chunk(form, d))
     return {option: b * (chunk + 1) * (copies * sample_numbers(form, d) + 4 * d)}
 
 
@@ -172,7 +171,7 @@ def _memory_streamed(o: dict, d: int, form: str) -> dict[str, float]:
     """near-weight / far-residual: b sequences of one chunk (min(chunk, n_max) steps) at a time, as steps and
     three (b, chunk, d) working arrays; each batch's rows of ``points`` results folded into running moments."""
     c = min(o["chunk"], o["n_max"])
-    b = batch_size(c * max(4 * d, est.stored_floats(form, d)), o["samples"])  # estimators.stream_floats
+    b = batch_size(est.stream_floats(form, d, o["chunk"], o["n_max"]), o["samples"])
     return {"chunk": b * c * (2 * sample_numbers(form, d) + 3 * d + 1)}
 
 
