@@ -30,9 +30,9 @@ import math
 import numpy as np
 import torch
 
-from accum.probes.model import ANGLE_ARMS, ProbeModel, check_int
+from accum.probes.model import ANGLE_ARMS, ProbeModel
 from accum.probes.transforms import accumulate_angles
-from accum.simulations.params import ParamError, field_error
+from accum.simulations.params import ParamError, check_int, field_error
 
 
 def far_mass(weights: torch.Tensor, far: int) -> torch.Tensor:

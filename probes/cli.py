@@ -28,12 +28,12 @@ import torch
 from accum.probes import stats
 from accum.probes.evaluate import EvalConfig
 from accum.probes.io import read_json, write_json
-from accum.probes.model import ARMS, check_int
+from accum.probes.model import ARMS
 from accum.probes.presets import PRESETS, preset
 from accum.probes.sweep import (EVAL_RESULTS, SweepConfig, check_analysis, evaluate_run, markdown_table, run_order,
                                 run_sweep)
 from accum.probes.train import WEIGHTS, TrainConfig, check_train_memory, load_data, train
-from accum.simulations.params import ParamError
+from accum.simulations.params import ParamError, check_int
 from accum.simulations.results import ResultError, check_output_path
 
 

@@ -20,8 +20,8 @@ import torch
 from torch.nn import functional as F
 
 from accum.probes.data import eval_windows
-from accum.probes.model import ProbeModel, check_int
-from accum.simulations.params import field_error
+from accum.probes.model import ProbeModel
+from accum.simulations.params import check_int, field_error
 
 DEFAULT_MULTIPLIERS = (1, 2, 4, 8, 16, 32, 64)
 MAX_MULTIPLIER = 2**16

@@ -38,21 +38,13 @@ from torch import nn
 from torch.nn import functional as F
 
 from accum.probes import transforms as tf
-from accum.simulations.params import ParamError, field_error
+from accum.simulations.params import ParamError, check_int, field_error
 
 RANDOM_ARMS = ("random", "random_drift", "random_qkv", "random_drift_qkv")
 TOKEN_ARMS = ("learned", "learned_qkv")
 VALUE_ROTATING_ARMS = ("random_qkv", "random_drift_qkv", "learned_qkv")
 ARMS = ("nope", "rope", "alibi", *RANDOM_ARMS, *TOKEN_ARMS, "gain", "path")
 ANGLE_ARMS = ("rope", *RANDOM_ARMS, *TOKEN_ARMS, "gain")
-
-
-def check_int(name: str, value: object, low: int, high: int | None = None) -> None:
-    """Raise ``ValueError`` naming ``name`` unless ``value`` is an int (not a bool) in [low, high]."""
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= low and (high is None or value <= high)
-    if not ok:
-        allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise field_error(name, f"must be an integer {allowed}, got {value!r}")
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,9 @@ from accum.probes.analysis import analyse
 from accum.probes.data import TokenData, eval_windows, window_count
 from accum.probes.evaluate import MAX_MULTIPLIER, EvalConfig, evaluate_lengths
 from accum.probes.io import provenance, read_json, write_atomic, write_json
-from accum.probes.model import ARMS, check_int
+from accum.probes.model import ARMS
 from accum.probes.train import RESULTS, WEIGHTS, TrainConfig, check_train_split, load_data, load_trained, train
-from accum.simulations.params import ParamError, field_error
+from accum.simulations.params import ParamError, check_int, field_error
 
 EVAL_RESULTS = "eval.json"
 MIN_SEEDS = 3

@@ -24,8 +24,8 @@ from tqdm import tqdm
 from accum.probes.data import (SOURCES, TOKENIZERS, TokenData, bpe_data, char_data, check_bpe_vocab,
                                check_val_fraction, default_cache_dir, load_corpus, sample_batch)
 from accum.probes.io import provenance, read_json, write_atomic, write_json
-from accum.probes.model import TOKEN_ARMS, ModelConfig, ProbeModel, check_int
-from accum.simulations.params import ParamError, field_error
+from accum.probes.model import TOKEN_ARMS, ModelConfig, ProbeModel
+from accum.simulations.params import ParamError, check_int, field_error
 
 CHECKPOINT = "checkpoint.pt"
 WEIGHTS = "model.safetensors"

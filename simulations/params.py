@@ -128,6 +128,14 @@ def _fmt(x: float) -> str:
     return f"{x:g}"
 
 
+def check_int(name: str, value: object, low: int, high: int | None = None) -> None:
+    """Raise ``ParamError`` naming ``name`` unless ``value`` is an int (not a bool) in [low, high]."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= low and (high is None or value <= high)
+    if not ok:
+        allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise field_error(name, f"must be an integer {allowed}, got {value!r}")
+
+
 def check_positive_int(name: str, value: Any) -> int:
     """Return ``value`` if it is an integer >= 1, else raise ``ParamError`` naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
