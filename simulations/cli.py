@@ -27,7 +27,7 @@ def add_families(sub: argparse._SubParsersAction) -> None:
 
 def run_families(args: argparse.Namespace) -> int:
     for name, cls in FAMILIES.items():
-        print(f"{name}: {cls.summary}")
+        print(f"{name}: {cls.summary()}")
         for spec in cls.PARAMS:
             only = f" (only with {spec.only_with[0]} = {' or '.join(spec.only_with[1])})" if spec.only_with else ""
             print(f"    {spec.name:<12} default {spec.default!s:<10} {spec.allowed():<40} {spec.doc}{only}")

@@ -7,15 +7,13 @@ E[A] = 11^T / d has norm 1 and ``accum check`` reports no spectral gap.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from .params import ParamSpec
+from .params import ParamSpec, param_dataclass
 from .steps import DenseSteps
 
 
-@dataclass(frozen=True)
+@param_dataclass
 class SignedPermutation:
     """Random signed permutations; ``signed=0`` gives plain permutations (no spectral gap)."""
 
@@ -23,8 +21,6 @@ class SignedPermutation:
         ParamSpec("dim", "int", 8, "dimension d", lo=1, hi=4096),
         ParamSpec("signed", "int", 1, "1: random signs, 0: plain permutations", lo=0, hi=1),
     )
-    dim: int = 8
-    signed: int = 1
 
     def sample(self, rng: np.random.Generator, n_steps: int, batch: int) -> DenseSteps:
         perm = rng.permuted(np.broadcast_to(np.arange(self.dim), (batch, n_steps, self.dim)), axis=-1)

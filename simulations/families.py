@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, Union, runtime_checkable
 
 import numpy as np
@@ -30,7 +29,7 @@ import scipy.linalg
 
 from .conventions import rope_frequencies
 from .laws import BASE, LAWS, AngleLaw, law_params, make_law
-from .params import ParamError, ParamSpec, check_positive_int, resolve
+from .params import ParamError, ParamSpec, check_positive_int, param_dataclass, resolve
 from .steps import AngleSteps, DenseSteps, HouseholderSteps
 from .userfamily import load_class
 
@@ -62,11 +61,16 @@ _DIM_ANY = ParamSpec("dim", "int", 16, "dimension d", lo=1, hi=4096)
 
 
 class BuiltinFamily:
-    """Mixin for built-ins: parameters declared in ``PARAMS`` are validated on construction."""
+    """Mixin for built-ins (each a ``param_dataclass``): parameters declared in ``PARAMS`` are validated on
+    construction; the first line of the class docstring is its summary (``accum families``)."""
 
     name: ClassVar[str]
-    summary: ClassVar[str]
     PARAMS: ClassVar[tuple[ParamSpec, ...]]
+
+    @classmethod
+    def summary(cls) -> str:
+        """The first line of the class docstring."""
+        return (cls.__doc__ or "").strip().splitlines()[0]
 
     def __post_init__(self) -> None:
         for spec in self.PARAMS:
@@ -84,13 +88,15 @@ class BuiltinFamily:
         return dataclasses.asdict(self)
 
 
-@dataclass(frozen=True)
+@param_dataclass
 class Rope(BuiltinFamily):
+    """RoPE: A_t = R(omega), omega_b = base^(-2b/d); position-indexed, not random.
+
+    Rotates by +omega per step, so s_ij = q^T R((i - j) omega) k; the common RoPE libraries rotate the other way
+    (``conventions``).  Su et al., "RoFormer: Enhanced Transformer with Rotary Position Embedding", 2021."""
+
     name: ClassVar[str] = "rope"
-    summary: ClassVar[str] = "RoPE: A_t = R(omega), omega_b = base^(-2b/d); position-indexed, not random"
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (_DIM_EVEN, BASE)
-    dim: int = 16
-    base: float = 10000.0
 
     def sample(self, rng: np.random.Generator, n_steps: int, batch: int) -> AngleSteps:
         check_sample_size(n_steps, batch)
@@ -98,30 +104,19 @@ class Rope(BuiltinFamily):
         return AngleSteps(np.broadcast_to(omega, (batch, n_steps, self.dim // 2)).copy())
 
 
-@dataclass(frozen=True)
+@param_dataclass
 class SO2Accumulated(BuiltinFamily):
+    """Block SO(2) with per-plane angles summed over tokens (random or token-dependent).
+
+    A_t = diag_b R(theta_tb) with theta drawn by the angle law ``law`` (``simulations.laws``; its parameters are
+    this family's too), so a path of n steps rotates plane b by the sum of its n angles."""
+
     name: ClassVar[str] = "so2-accumulated"
-    summary: ClassVar[str] = "block SO(2) with per-plane angles summed over tokens (random or token-dependent)"
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
         _DIM_EVEN,
         ParamSpec("law", "choice", "gaussian", "angle law (simulations.laws)", choices=tuple(LAWS)),
         *law_params(),
     )
-    dim: int = 16
-    law: str = "gaussian"
-    mu: float = 0.0
-    sigma: float = 0.5
-    a: float = 1.0
-    kappa: float = 4.0
-    gamma: float = 0.2
-    m: int = 2
-    offset: float = 0.0
-    base: float = 10000.0
-    vocab: int = 8
-    source: str = "iid"
-    stay: float = 0.5
-    table_sigma: float = 1.0
-    table_seed: int = 0
 
     def angle_law(self) -> AngleLaw:
         """The angle law object (``simulations.laws``) with this family's parameters."""
@@ -141,10 +136,15 @@ class SO2Accumulated(BuiltinFamily):
         return AngleSteps(self.angle_law().sample(rng, (batch, n_steps, self.dim // 2), self.dim))
 
 
-@dataclass(frozen=True)
+@param_dataclass
 class Householder(BuiltinFamily):
+    """PaTH: A_t = I - beta w w^T; orthogonal for beta in {0, 2}, contractive otherwise.
+
+    w_t uniform on the sphere S^{d-1} (``w = sphere``, E[A] = (1 - beta/d) I) or one fixed unit vector per token
+    with tokens i.i.d. uniform (``w = token``).  Yang et al., "PaTH Attention: Position Encoding via Accumulating
+    Householder Transformations", 2025."""
+
     name: ClassVar[str] = "householder"
-    summary: ClassVar[str] = "PaTH: A_t = I - beta w w^T; orthogonal for beta in {0, 2}, contractive otherwise"
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
         _DIM_ANY,
         ParamSpec("beta", "float", 1.0, "strength (2 = exact reflection)", lo=0.0, hi=2.0),
@@ -152,11 +152,6 @@ class Householder(BuiltinFamily):
         ParamSpec("vocab", "int", 8, "vocabulary size (tokens iid uniform)", lo=1, hi=1_000_000, only_with=("w", ("token",))),
         ParamSpec("table_seed", "int", 0, "seed of the unit-vector table", lo=0, hi=2**63 - 1, only_with=("w", ("token",))),
     )
-    dim: int = 16
-    beta: float = 1.0
-    w: str = "sphere"
-    vocab: int = 8
-    table_seed: int = 0
 
     def direction_table(self) -> np.ndarray:
         """Unit vectors per token, (vocab, d): normalised default_rng(table_seed) Gaussian rows."""
@@ -187,34 +182,36 @@ def haar_orthogonal(rng: np.random.Generator, shape: tuple[int, ...], dim: int, 
     return q
 
 
-@dataclass(frozen=True)
+@param_dataclass
 class Haar(BuiltinFamily):
+    """Haar-random steps on O(d) or SO(d): incoherent after one step.
+
+    Drawn by QR of a Gaussian matrix with the sign fix (``haar_orthogonal``; Mezzadri 2007)."""
+
     name: ClassVar[str] = "haar"
-    summary: ClassVar[str] = "Haar-random steps on O(d) or SO(d): incoherent after one step"
     # each step is a d x d QR (d^3): at d = 4096 one step takes tens of seconds and Ctrl-C could not be honoured
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
         dataclasses.replace(_DIM_ANY, hi=1024),
         ParamSpec("group", "choice", "O", "group", choices=("O", "SO")),
     )
-    dim: int = 16
-    group: str = "O"
 
     def sample(self, rng: np.random.Generator, n_steps: int, batch: int) -> DenseSteps:
         check_sample_size(n_steps, batch)
         return DenseSteps(haar_orthogonal(rng, (batch, n_steps), self.dim, self.group == "SO"))
 
 
-@dataclass(frozen=True)
+@param_dataclass
 class Givens(BuiltinFamily):
+    """Rotation by N(0, sigma^2) in a uniformly random coordinate plane (i, j).
+
+    A_t = I except A_ii = A_jj = cos(angle), A_ji = -A_ij = sin(angle), with i != j uniform."""
+
     name: ClassVar[str] = "givens"
-    summary: ClassVar[str] = "rotation by N(0, sigma^2) in a uniformly random coordinate plane (i, j)"
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
         ParamSpec("dim", "int", 16, "dimension d", lo=2, hi=4096),
         ParamSpec("sigma", "float", 1.0, "angle standard deviation (uniform plane angle to 1e-200 well before 1e3)",
                   lo=0.0, hi=1e3),
     )
-    dim: int = 16
-    sigma: float = 1.0
 
     def sample(self, rng: np.random.Generator, n_steps: int, batch: int) -> DenseSteps:
         check_sample_size(n_steps, batch)
@@ -229,17 +226,18 @@ class Givens(BuiltinFamily):
         return DenseSteps(a)
 
 
-@dataclass(frozen=True)
+@param_dataclass
 class LieWalk(BuiltinFamily):
+    """A_t = expm(X), X skew with i.i.d. N(0, sigma^2) entries above the diagonal.
+
+    A random walk on SO(d) whose steps are near I for small sigma."""
+
     name: ClassVar[str] = "lie-walk"
-    summary: ClassVar[str] = "A_t = expm(X), X skew with i.i.d. N(0, sigma^2) entries above the diagonal"
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
         ParamSpec("dim", "int", 8, "dimension d", lo=2, hi=1024),
         ParamSpec("sigma", "float", 0.3, "scale of the skew generator (expm rounding grows with sigma sqrt(d); "
                   "the rate is e^{-(d-1) sigma^2/2}-small long before 1e2)", lo=0.0, hi=1e2),
     )
-    dim: int = 8
-    sigma: float = 0.3
 
     def sample(self, rng: np.random.Generator, n_steps: int, batch: int) -> DenseSteps:
         check_sample_size(n_steps, batch)
@@ -247,12 +245,12 @@ class LieWalk(BuiltinFamily):
         return DenseSteps(scipy.linalg.expm(g - np.swapaxes(g, -1, -2)))
 
 
-@dataclass(frozen=True)
+@param_dataclass
 class NoPE(BuiltinFamily):
+    """A_t = I: no transport (NoPE; with an ALiBi bias, the ALiBi baseline)."""
+
     name: ClassVar[str] = "nope"
-    summary: ClassVar[str] = "A_t = I: no transport (NoPE; with an ALiBi bias, the ALiBi baseline)"
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (_DIM_EVEN,)
-    dim: int = 16
 
     def sample(self, rng: np.random.Generator, n_steps: int, batch: int) -> AngleSteps:
         check_sample_size(n_steps, batch)

@@ -4,15 +4,9 @@ and its characteristic function, so a new law is one class here (added to ``LAWS
 A law draws the per-plane angles theta_tb of A_t = diag_b R(theta_tb) (interleaved planes, ``conventions``) and
 states phi_b(k) = E exp(i k theta_tb) for integer k, per plane b (d/2,).  The theory (``theory.so2``) builds
 everything from phi (i.i.d. laws: psi_b(n; k) = phi_b(k)^n) or, for the token law, from its Markov chain.
-Characteristic functions (standard results, e.g. Mardia & Jupp, "Directional Statistics", ch. 3):
-
-    gaussian N(mu, s^2)            exp(i k mu - k^2 s^2 / 2)
-    uniform U(-a, a)               sin(k a) / (k a)
-    vonmises (mu, kappa)           exp(i k mu) I_|k|(kappa) / I_0(kappa)
-    wrapped-cauchy (mu, gamma)     exp(i k mu - |k| gamma)
-    lattice {offset + 2 pi j / m}  exp(i k offset) if m divides k, else 0
-    rope-uniform                   uniform with a = omega_b = base^(-2b/d) on plane b
-    token                          (1/V) sum_x exp(i k table[x, b])  (stationary marginal; not i.i.d. for markov)
+Each law's class docstring states its density and its phi (standard results, e.g. Mardia & Jupp, "Directional
+Statistics", ch. 3; tests/simulations/test_families.py checks every phi against its sampler, and
+tests/theory/test_theory_so2.py against quadrature or enumeration).
 
 Upper bounds on the parameters (a value beyond them is refused, never clipped): angles act modulo 2 pi, and in
 float64 |mu|, |offset|, a <= 1e6 still leave about 1e-10 rad of resolution after the reduction; scales sigma,
@@ -23,14 +17,14 @@ and kappa <= 1e6 (von Mises of circular standard deviation 1e-3) keeps the Besse
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
 import scipy.special as sp
 
 from .conventions import rope_frequencies
-from .params import ParamSpec
+from .params import ParamSpec, param_dataclass
 
 MU = ParamSpec("mu", "float", 0.0, "location", lo=-1e6, hi=1e6)
 BASE = ParamSpec("base", "float", 10000.0, "RoPE frequency base", lo=1.0, hi=1e12, lo_open=True)
@@ -60,12 +54,12 @@ def _same_on_planes(value: complex, dim: int) -> np.ndarray:
     return np.full(dim // 2, value, dtype=complex)
 
 
-@dataclass(frozen=True)
+@param_dataclass
 class Gaussian(AngleLaw):
+    """theta ~ N(mu, sigma^2) on every plane; phi(k) = exp(i k mu - k^2 sigma^2 / 2)."""
+
     name: ClassVar[str] = "gaussian"
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (MU, ParamSpec("sigma", "float", 0.5, "standard deviation", lo=0.0, hi=1e3))
-    mu: float = 0.0
-    sigma: float = 0.5
 
     def sample(self, rng, shape, dim):
         return rng.normal(self.mu, self.sigma, shape)
@@ -74,11 +68,12 @@ class Gaussian(AngleLaw):
         return _same_on_planes(np.exp(1j * k * self.mu - 0.5 * k * k * self.sigma**2), dim)
 
 
-@dataclass(frozen=True)
+@param_dataclass
 class Uniform(AngleLaw):
+    """theta ~ U(-a, a) on every plane; phi(k) = sin(k a) / (k a) (1 at k = 0)."""
+
     name: ClassVar[str] = "uniform"
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (ParamSpec("a", "float", 1.0, "half-width: theta ~ U(-a, a)", lo=0.0, hi=1e6),)
-    a: float = 1.0
 
     def sample(self, rng, shape, dim):
         return rng.uniform(-self.a, self.a, shape)
@@ -87,12 +82,14 @@ class Uniform(AngleLaw):
         return _same_on_planes(np.sinc(k * self.a / math.pi), dim)  # numpy sinc(x) = sin(pi x) / (pi x)
 
 
-@dataclass(frozen=True)
+@param_dataclass
 class VonMises(AngleLaw):
+    """theta ~ von Mises(mu, kappa), density exp(kappa cos(theta - mu)) / (2 pi I_0(kappa));
+    phi(k) = exp(i k mu) I_|k|(kappa) / I_0(kappa) (ratios of exponentially scaled Bessel functions, exact to
+    kappa = 1e6)."""
+
     name: ClassVar[str] = "vonmises"
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (MU, ParamSpec("kappa", "float", 4.0, "concentration", lo=0.0, hi=1e6))
-    mu: float = 0.0
-    kappa: float = 4.0
 
     def sample(self, rng, shape, dim):
         return rng.vonmises(self.mu, self.kappa, shape)
@@ -101,12 +98,13 @@ class VonMises(AngleLaw):
         return _same_on_planes(np.exp(1j * k * self.mu) * sp.ive(abs(k), self.kappa) / sp.ive(0, self.kappa), dim)
 
 
-@dataclass(frozen=True)
+@param_dataclass
 class WrappedCauchy(AngleLaw):
+    """theta = mu + gamma C mod 2 pi, C standard Cauchy (density sinh(gamma) / (2 pi (cosh(gamma) -
+    cos(theta - mu))));  phi(k) = exp(i k mu - |k| gamma)."""
+
     name: ClassVar[str] = "wrapped-cauchy"
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (MU, ParamSpec("gamma", "float", 0.2, "scale", lo=0.0, hi=1e3))
-    mu: float = 0.0
-    gamma: float = 0.2
 
     def sample(self, rng, shape, dim):
         return np.mod(self.mu + self.gamma * rng.standard_cauchy(shape), 2 * math.pi)
@@ -115,15 +113,16 @@ class WrappedCauchy(AngleLaw):
         return _same_on_planes(np.exp(1j * k * self.mu - abs(k) * self.gamma), dim)
 
 
-@dataclass(frozen=True)
+@param_dataclass
 class Lattice(AngleLaw):
+    """theta uniform on the m points offset + 2 pi j / m, j = 0 .. m-1 (the law with no spectral gap:
+    |phi(k)| = 1 whenever m divides k);  phi(k) = exp(i k offset) if m divides k, else 0."""
+
     name: ClassVar[str] = "lattice"
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
         ParamSpec("m", "int", 2, "theta uniform on offset + 2 pi k / m", lo=1, hi=1_000_000),
         ParamSpec("offset", "float", 0.0, "lattice offset", lo=-1e6, hi=1e6),
     )
-    m: int = 2
-    offset: float = 0.0
 
     def sample(self, rng, shape, dim):
         return self.offset + (2 * math.pi / self.m) * rng.integers(self.m, size=shape)
@@ -132,11 +131,13 @@ class Lattice(AngleLaw):
         return _same_on_planes(np.exp(1j * k * self.offset) if k % self.m == 0 else 0.0, dim)
 
 
-@dataclass(frozen=True)
+@param_dataclass
 class RopeUniform(AngleLaw):
+    """RoPE's frequencies as random angles: theta_b ~ U(-omega_b, omega_b), omega_b = base^(-2b/d), so plane b
+    mixes at its own rate;  phi_b(k) = sin(k omega_b) / (k omega_b)."""
+
     name: ClassVar[str] = "rope-uniform"
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (BASE,)
-    base: float = 10000.0
 
     def sample(self, rng, shape, dim):
         return rng.uniform(-1.0, 1.0, shape) * rope_frequencies(dim, self.base)
@@ -145,9 +146,11 @@ class RopeUniform(AngleLaw):
         return np.sinc(k * rope_frequencies(dim, self.base) / math.pi) + 0j
 
 
-@dataclass(frozen=True)
+@param_dataclass
 class Token(AngleLaw):
-    """theta_tb = table[x_t, b], table ~ N(0, table_sigma^2) from ``table_seed``; tokens i.i.d. or Markov."""
+    """theta_tb = table[x_t, b], table ~ N(0, table_sigma^2) from ``table_seed``; tokens x_t i.i.d. uniform or a
+    Markov chain (``chain``);  phi_b(k) = (1/V) sum_x exp(i k table[x, b]), the stationary marginal (consecutive
+    angles are not independent for a Markov source: ``theory.so2`` uses the chain's transfer matrix)."""
 
     name: ClassVar[str] = "token"
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
@@ -158,11 +161,6 @@ class Token(AngleLaw):
         ParamSpec("table_sigma", "float", 1.0, "angle table entries ~ N(0, table_sigma^2)", lo=0.0, hi=1e3),
         ParamSpec("table_seed", "int", 0, "seed of the angle table", lo=0, hi=2**63 - 1),
     )
-    vocab: int = 8
-    source: str = "iid"
-    stay: float = 0.5
-    table_sigma: float = 1.0
-    table_seed: int = 0
 
     @property
     def iid(self) -> bool:

@@ -106,6 +106,21 @@ class ParamSpec:
         return int(value) if self.kind == "int" else float(value)
 
 
+_FIELD_TYPES = {"int": int, "float": float, "choice": str}
+
+
+def param_dataclass(cls: type) -> type:
+    """``cls`` as a frozen dataclass whose fields are its ``PARAMS``: one field per ``ParamSpec``, in order, typed
+    int / float / str (a choice) and defaulting to the spec's default -- so each parameter is declared once, by its
+    spec.  Other class attributes are left as they are (annotate constants ``ClassVar``)."""
+    own = dict(cls.__dict__.get("__annotations__", {}))
+    for spec in cls.PARAMS:
+        own[spec.name] = _FIELD_TYPES[spec.kind]
+        setattr(cls, spec.name, spec.default)
+    cls.__annotations__ = own
+    return dataclass(frozen=True)(cls)
+
+
 def _parse_int(text: str) -> int:
     """An integer from text, exactly: ``"12345678901234567"`` as written, ``"1e3"`` as 1000 (integral floats
     below 2**53 only, where float text is exact); anything else raises ``ValueError``."""

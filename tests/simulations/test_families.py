@@ -1,11 +1,14 @@
 """Family construction, validation and samplers (distribution checks with stated tolerances)."""
 
+import dataclasses
+from typing import ClassVar
+
 import numpy as np
 import pytest
 
 from accum.simulations.families import FAMILIES, Family, make_family
 from accum.simulations.laws import LAWS, Token
-from accum.simulations.params import ParamError
+from accum.simulations.params import ParamError, ParamSpec, param_dataclass
 from accum.simulations.steps import AngleSteps
 from accum.simulations.stats import z_threshold
 
@@ -191,10 +194,23 @@ def test_standard_rope_is_accum_rope_with_the_frequencies_negated():
 
 
 @pytest.mark.parametrize("cls", [*FAMILIES.values(), *LAWS.values()], ids=[*FAMILIES, *LAWS])
-def test_dataclass_fields_are_exactly_the_declared_parameters(cls):
-    """A built-in family or angle law states each parameter twice (its ParamSpec in PARAMS, its dataclass field):
-    the two lists must name the same parameters, in the same order, with the same defaults."""
-    import dataclasses
+def test_param_dataclass_fields_are_the_declared_parameters(cls):
+    """``param_dataclass`` makes one frozen field per ParamSpec: same names, order, defaults, and Python type."""
+    fields = [(f.name, f.default, f.type) for f in dataclasses.fields(cls)]
+    types = {"int": int, "float": float, "choice": str}
+    assert fields == [(spec.name, spec.default, types[spec.kind]) for spec in cls.PARAMS]
+    first = cls.PARAMS[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(cls(), first.name, first.default)
 
-    fields = [(f.name, f.default) for f in dataclasses.fields(cls)]
-    assert fields == [(spec.name, spec.default) for spec in cls.PARAMS]
+
+def test_param_dataclass_keeps_class_constants_and_own_annotations():
+    @param_dataclass
+    class Law:
+        """A law."""
+
+        name: ClassVar[str] = "law"
+        PARAMS: ClassVar[tuple[ParamSpec, ...]] = (ParamSpec("width", "float", 2.0, "width", lo=0.0), ParamSpec("m", "int", 3, "m"))
+
+    assert [f.name for f in dataclasses.fields(Law)] == ["width", "m"]
+    assert Law(m=5) == Law(2.0, 5) and Law.name == "law" and Law.__doc__ == "A law."
