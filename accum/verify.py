@@ -19,7 +19,7 @@ import contextlib
 import math
 import pkgutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -50,36 +50,39 @@ CLAIMS = {
 
 @dataclass(frozen=True)
 class Preset:
-    """Sample counts and sizes of one report size (the checks' keyword arguments)."""
+    """Sample counts and sizes of one report size (the checks' keyword arguments; ``family_checks``, ``plan``).
 
-    coherence_samples: int
-    steps: int
-    theory_samples: int
-    window_samples: int
-    contexts: tuple[int, ...]
-    bias_context: int
-    bias_samples: int
-    transfer: tuple[int, int]
-    transfer_samples: int
-    gap_dims: tuple[int, ...]
-    gap_samples: int
-    haar_max_dim: int
-    scores_length: int
-    scores_offset: int
-    scores_sequences: int
-    far_sizes: tuple[int, ...]
-    far_samples: int
-    alibi_sizes: tuple[int, ...]
-    alibi_samples: int
-    short_far_sizes: tuple[int, ...]
-    engines_far_size: int
-    engines_samples: int
-    adversarial_sizes: tuple[int, ...]
-    adversarial_iterations: int
-    residual_sizes: tuple[int, ...]
-    residual_samples: int
-    se_replicates: int
-    fast_path_length: int
+    Samples are Monte Carlo paths or sequences per row unless a field says otherwise; every count scales a
+    row's standard error as 1/sqrt(count)."""
+
+    coherence_samples: int  #: C1 coherence curve: paths per curve
+    steps: int  #: C1 coherence curve: its length n (a Haar curve runs 4 steps: incoherent after one)
+    theory_samples: int  #: samples behind a prediction with no closed form (estimated moments, ``theory.moments``)
+    window_samples: int  #: C2 mixing window W(T): paths per context length
+    contexts: tuple[int, ...]  #: C2: the context lengths T whose windows must agree
+    bias_context: int  #: C2 window-bias check: its context length
+    bias_samples: int  #: C2 window-bias check: paths (few on purpose: uncorrected, noise would add width)
+    transfer: tuple[int, int]  #: C3: (train length, evaluation length)
+    transfer_samples: int  #: C3: paths per length
+    gap_dims: tuple[int, ...]  #: C4 score gap: the head sizes d
+    gap_samples: int  #: C4 score gap: draws per d
+    haar_max_dim: int  #: C4 score gap: Haar rows only up to this d (a d x d QR per step)
+    scores_length: int  #: C4 far-score variance: sequence length
+    scores_offset: int  #: C4 far-score variance: pairs at least this far apart count as far
+    scores_sequences: int  #: C4 far-score variance: sequences
+    far_sizes: tuple[int, ...]  #: C5 far mass of the SO(2) family: far-set sizes N
+    far_samples: int  #: C5 far mass: paths per N
+    alibi_sizes: tuple[int, ...]  #: C5 near weight with and without ALiBi: far-set sizes N
+    alibi_samples: int  #: C5 near weight: paths per N
+    short_far_sizes: tuple[int, ...]  #: C5 far mass of every other family: far-set sizes N
+    engines_far_size: int  #: C5 far mass, streaming against all-pairs ``scores()``: N
+    engines_samples: int  #: C5 far mass, streaming against all-pairs: paths of each
+    adversarial_sizes: tuple[int, ...]  #: C5 adversarial q, k for SO(2): far-set sizes N
+    adversarial_iterations: int  #: C5 adversarial search: ascent steps per start
+    residual_sizes: tuple[int, ...]  #: C6 value residual: far-set sizes N
+    residual_samples: int  #: C6 value residual: paths per N
+    se_replicates: int  #: standard-error checks: independent replicates per estimator
+    fast_path_length: int  #: fast paths against the fp64 reference: sequence length (odd)
     #: (check, family key of ``default_families``, factor): that family's sample count for that check is the
     #: preset's times the factor, for families whose rows resolve their closed form far better (or worse) per sample
     family_factors: tuple[tuple[str, str, float], ...] = ()
@@ -90,17 +93,17 @@ class Preset:
         return max(1, round(base * factor))
 
 
+QUICK = Preset(coherence_samples=40_000, steps=64, theory_samples=20_000, window_samples=6_000,
+               contexts=(64, 256, 1024), bias_context=4096, bias_samples=256, transfer=(64, 1024),
+               transfer_samples=6_000, gap_dims=(8, 32, 128), gap_samples=75_000, haar_max_dim=8,
+               scores_length=256, scores_offset=16, scores_sequences=1400, far_sizes=(100, 1000, 10_000),
+               far_samples=192, alibi_sizes=(10, 100, 1000), alibi_samples=6000, short_far_sizes=(10, 100, 1000),
+               engines_far_size=600, engines_samples=64, adversarial_sizes=(10, 100, 1000), adversarial_iterations=150,
+               residual_sizes=(10, 100, 1000), residual_samples=5000, se_replicates=40, fast_path_length=37,
+               family_factors=(("coherence", "haar", 0.25),))
+
 PRESETS = {
-    "quick": Preset(coherence_samples=40_000, steps=64, theory_samples=20_000, window_samples=6_000,
-                    contexts=(64, 256, 1024), bias_context=4096, bias_samples=256, transfer=(64, 1024),
-                    transfer_samples=6_000, gap_dims=(8, 32, 128), gap_samples=75_000, haar_max_dim=8,
-                    scores_length=256, scores_offset=16, scores_sequences=1400,
-                    far_sizes=(100, 1000, 10_000),
-                    far_samples=192, alibi_sizes=(10, 100, 1000), alibi_samples=6000, short_far_sizes=(10, 100, 1000),
-                    engines_far_size=600, engines_samples=64,
-                    adversarial_sizes=(10, 100, 1000), adversarial_iterations=150, residual_sizes=(10, 100, 1000),
-                    residual_samples=5000, se_replicates=40, fast_path_length=37,
-                    family_factors=(("coherence", "haar", 0.25),)),
+    "quick": QUICK,
     # the quick plan with each claim's sample counts scaled by (its detectable error at quick / 0.45%)^2 -- the
     # best closed-form row of each family, worst family: C1 1.1% (von Mises), C2 0.15% (no change), C3 1.4%,
     # C4 1.9%, C5 1.1-1.6%, C6 1.35% -- so every claim detects 0.5%; the sizes (lengths, far sets, dimensions)
@@ -110,20 +113,16 @@ PRESETS = {
     # count included), so the factors were set from two full runs at seed 0 (coherence of householder 0.09%,
     # so2 0.10-0.13%, givens 0.20-0.22%, uniform 0.20-0.21%, householder-token 0.23-0.24%, token 0.26-0.35%;
     # scores of haar 0.20-0.19%, so2 0.27-0.36%, token 0.29-0.24%; the residual of householder 0.38%)
-    "full": Preset(coherence_samples=220_000, steps=64, theory_samples=80_000, window_samples=6_000,
-                   contexts=(64, 256, 1024), bias_context=4096, bias_samples=1024, transfer=(64, 1024),
-                   transfer_samples=60_000, gap_dims=(8, 32, 128), gap_samples=1_350_000, haar_max_dim=8,
-                   scores_length=256, scores_offset=16, scores_sequences=25_000,
-                   far_sizes=(100, 1000, 10_000),
-                   far_samples=1152, alibi_sizes=(10, 100, 1000), alibi_samples=72_000, short_far_sizes=(10, 100, 1000),
-                   engines_far_size=600, engines_samples=256, adversarial_sizes=(10, 100, 1000),
-                   adversarial_iterations=300, residual_sizes=(10, 100, 1000), residual_samples=45_000,
-                   se_replicates=80, fast_path_length=61,
-                   family_factors=(("coherence", "haar", 0.25), ("coherence", "householder", 0.06),
-                                   ("coherence", "so2", 0.1), ("coherence", "givens", 0.3), ("coherence", "uniform", 0.3),
-                                   ("coherence", "householder-token", 0.35), ("coherence", "token", 0.7),
-                                   ("scores-far-variance", "haar", 0.25), ("scores-far-variance", "so2", 0.75),
-                                   ("scores-far-variance", "token", 0.5), ("values", "householder", 0.8))),
+    "full": replace(QUICK, coherence_samples=220_000, theory_samples=80_000, bias_samples=1024,
+                    transfer_samples=60_000, gap_samples=1_350_000, scores_sequences=25_000, far_samples=1152,
+                    alibi_samples=72_000, engines_samples=256, adversarial_iterations=300, residual_samples=45_000,
+                    se_replicates=80, fast_path_length=61,
+                    family_factors=(("coherence", "haar", 0.25), ("coherence", "householder", 0.06),
+                                    ("coherence", "so2", 0.1), ("coherence", "givens", 0.3),
+                                    ("coherence", "uniform", 0.3), ("coherence", "householder-token", 0.35),
+                                    ("coherence", "token", 0.7), ("scores-far-variance", "haar", 0.25),
+                                    ("scores-far-variance", "so2", 0.75), ("scores-far-variance", "token", 0.5),
+                                    ("values", "householder", 0.8))),
 }
 
 EPS = 0.05
