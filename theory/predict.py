@@ -34,7 +34,8 @@ import functools
 import inspect
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from types import ModuleType
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -88,14 +89,23 @@ class ClosedForms:
         raise self.missing("the far residual")
 
 
-class SO2Forms(ClosedForms):
-    """rope, nope and so2-accumulated: everything from the path characteristic (``theory.so2``)."""
+class ModuleForms(ClosedForms):
+    """Forms that a theory module states as functions of the family: ``module.coherence(family, n, q, k)`` and
+    ``module.mean_product_sq(family, n)`` (``theory.so2``, ``theory.householder``)."""
+
+    module: ClassVar[ModuleType]
 
     def coherence(self, steps, q=None, k=None):
-        return so2.coherence(self.family, steps, q, k)
+        return self.module.coherence(self.family, steps, q, k)
 
     def mean_product_sq(self, steps):
-        return so2.mean_product_sq(self.family, steps)
+        return self.module.mean_product_sq(self.family, steps)
+
+
+class SO2Forms(ModuleForms):
+    """rope, nope and so2-accumulated: everything from the path characteristic (``theory.so2``)."""
+
+    module = so2
 
     def norm_sq(self, steps):
         return np.ones(steps + 1)  # rotations
@@ -119,14 +129,11 @@ class SO2Forms(ClosedForms):
         return values.family_residual_sq(self.family, far_sizes, m=m, value_rotation=value_rotation)
 
 
-class HouseholderForms(ClosedForms):
-    """I - beta w w^T with w on the sphere (scalar rates) or from a token table (exact finite averages)."""
+class HouseholderForms(ModuleForms):
+    """I - beta w w^T with w on the sphere (scalar rates) or from a token table (exact finite averages;
+    ``theory.householder``)."""
 
-    def coherence(self, steps, q=None, k=None):
-        return householder.coherence(self.family, steps, q, k)
-
-    def mean_product_sq(self, steps):
-        return householder.mean_product_sq(self.family, steps)
+    module = householder
 
     def norm_sq(self, steps):
         fam = self.family
