@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from accum.runtime import Interrupted
 from accum.simulations.families import FAMILIES, Family, family_name, family_params, make_family
-from accum.simulations.params import ParamError, check_seed, parse_assignments
+from accum.simulations.params import ParamError, check_int, check_seed, parse_assignments
 from accum.simulations.userfamily import check_sample
 from accum.simulations.results import (ResultError, atomic_write_json, check_output_path, jsonable, make_output_dir,
                                       make_record, read_record, reserve_output)
@@ -600,8 +600,7 @@ def check_options(args: argparse.Namespace) -> None:
     if args.workers is not None:
         check_workers(args.workers, "--workers")
     if args.calibrate is not None:
-        if isinstance(args.calibrate, bool) or not 1 <= args.calibrate <= 100_000:
-            raise ParamError(f"--calibrate must be an integer in [1, 100000], got {args.calibrate!r}")
+        check_int("--calibrate", args.calibrate, 1, 100_000)
         if args.family:
             raise ParamError("--calibrate runs the default report; leave out --family")
     if args.cache is not None:

@@ -83,7 +83,7 @@ def claim_definitions(arms: list[str]) -> list[dict]:
          "rule": "d = log ppl_learned(M) - log ppl_learned_qkv(M) > 0", "test": "directional",
          "terms": [(1, "learned", "ppl"), (-1, "learned_qkv", "ppl")]},
         {"id": "alibi_flat", "statement": "ALiBi stays flat",
-         "rule": f"d = log[ppl_alibi(M)/ppl_alibi(1x)] inside +-log 1.05", "test": "flat",
+         "rule": "d = log[ppl_alibi(M)/ppl_alibi(1x)] inside +-log 1.05", "test": "flat",
          "terms": [(1, "alibi", "ratio")]},
     ]
     for arm in ROTATION_ONLY:

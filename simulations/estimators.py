@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from .families import Family
-from .params import ParamError, check_positive_int
+from .params import ParamError, check_int
 from .stats import first_crossing
 from .steps import AngleSteps, HouseholderSteps, from_complex_planes, to_complex_planes
 
@@ -125,8 +125,7 @@ def unit_probe(dim: int) -> np.ndarray:
 
 def group_sizes(n_samples: int, groups: int = 16, least: int = 2) -> list[int]:
     """Split n_samples (>= ``least``) into min(groups, n_samples) near-equal group sizes."""
-    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < least:
-        raise ParamError(f"n_samples must be an integer >= {least} (for a standard error), got {n_samples!r}")
+    n_samples = check_int("n_samples", n_samples, least)
     g = min(groups, n_samples)
     base, extra = divmod(n_samples, g)
     return [base + (i < extra) for i in range(g)]
@@ -308,7 +307,7 @@ def coherence(family: Family, n_steps: int, n_samples: int, rng: np.random.Gener
     (``backend_torch.angle_sampler``: rope and so2-accumulated families) and sums there; that path does not
     chunk over steps (one sample's n_steps d/2 angles must fit the device).
     """
-    check_positive_int("n_steps", n_steps)
+    check_int("n_steps", n_steps, 1)
     q = unit_probe(family.dim) if q is None else np.asarray(q, float)
     k = unit_probe(family.dim) if k is None else np.asarray(k, float)
     per_sample = path_floats(step_form(family), family.dim, n_steps)
@@ -352,7 +351,7 @@ def mean_product_sq(family: Family, n_steps: int, n_samples: int, rng: np.random
     Jackknife standard error over groups (n_samples >= 4, so each left-out set still has two samples).
     Block-SO(2) steps keep only per-plane cos/sin sums (``_angle_cos_sin_sums``, ``_rotation_block_sums``).
     """
-    check_positive_int("n_steps", n_steps)
+    check_int("n_steps", n_steps, 1)
     d = family.dim
     eye = np.eye(d)
     sizes = group_sizes(n_samples, least=4)
@@ -441,7 +440,7 @@ def onset(family: Family, eps: float, n_steps: int, n_samples: int, rng: np.rand
     Theory (i.i.d. steps with E[A] = rho I): n_eps = log(eps) / log(rho).
     """
     _check_eps(eps)
-    check_positive_int("n_steps", n_steps)
+    check_int("n_steps", n_steps, 1)
     q = k = unit_probe(family.dim)
     sums, squares, sizes = grouped_sums(lambda b: bilinear_path(family, rng, n_steps, b, q, k),
                                         n_samples, path_floats(step_form(family), family.dim, n_steps))
@@ -454,7 +453,7 @@ def _last_row_sums(family: Family, context: int, n_samples: int, rng: np.random.
 
     One fresh sequence of length T per sample; the row is the transposed transport of q read against k.
     """
-    check_positive_int("context", context)
+    check_int("context", context, 1)
     q = k = unit_probe(family.dim)
 
     def draw(b: int) -> np.ndarray:
@@ -498,9 +497,8 @@ def score_gap(family: Family, offset: int, n_samples: int, rng: np.random.Genera
     empirical tail P(|s| >= 1/2) and a histogram of s.  Standard error of d E[s^2] from the fourth moment.
     Streamed: each batch is folded into running moments, histogram counts and the tail count.
     """
-    check_positive_int("offset", offset)
-    if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 2:
-        raise ParamError(f"n_samples must be an integer >= 2 (for a standard error), got {n_samples!r}")
+    check_int("offset", offset, 1)
+    check_int("n_samples", n_samples, 2)  # a standard error needs two
     d = family.dim
     q = k = unit_probe(d)
     far_m, sq_m = Moments(), Moments()
@@ -555,7 +553,7 @@ def near_weight(family: Family, far_sizes: Sequence[int], s0: float, n_samples: 
         raise ParamError(f"s0 must be a finite number > 0, got {s0!r}")
     if not np.isfinite(alibi_slope) or alibi_slope < 0:
         raise ParamError(f"alibi_slope must be a finite number >= 0, got {alibi_slope!r}")
-    check_positive_int("chunk", chunk)
+    check_int("chunk", chunk, 1)
     d = family.dim
     q = k = unit_probe(d)
     next_scores = _score_source(family, rng, q, k, device)
@@ -635,7 +633,7 @@ def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: 
     from . import backend_torch as bt
 
     sizes = _check_sizes("far_sizes", far_sizes)
-    check_positive_int("chunk", chunk)
+    check_int("chunk", chunk, 1)
     d = family.dim
     m = unit_probe(d)
     dev = bt.check_device(device)
@@ -705,7 +703,7 @@ def drift(family: Family, n_steps: int, rng: np.random.Generator) -> dict:
     grow with n_steps; a family whose draws are sequential (e.g. Gaussian-based) sees the same numbers as one
     draw of all n_steps.
     """
-    check_positive_int("n_steps", n_steps)
+    check_int("n_steps", n_steps, 1)
     d = family.dim
     per_chunk = max(1, BATCH_BUDGET // (d * d))
     products = {"fp64": np.eye(d), "fp32": np.eye(d, dtype=np.float32)}

@@ -29,7 +29,7 @@ import scipy.linalg
 
 from .conventions import rope_frequencies
 from .laws import BASE, LAWS, AngleLaw, law_params, make_law
-from .params import ParamError, ParamSpec, check_positive_int, param_dataclass, resolve
+from .params import ParamError, ParamSpec, check_int, param_dataclass, resolve
 from .steps import AngleSteps, DenseSteps, HouseholderSteps
 from .userfamily import load_class
 
@@ -52,8 +52,8 @@ class Family(Protocol):
 
 def check_sample_size(n_steps: int, batch: int) -> None:
     """Raise ``ParamError`` unless n_steps >= 1 and batch >= 1 are integers."""
-    check_positive_int("n_steps", n_steps)
-    check_positive_int("batch", batch)
+    check_int("n_steps", n_steps, 1)
+    check_int("batch", batch, 1)
 
 
 _DIM_EVEN = ParamSpec("dim", "int", 16, "head dimension d (even: d/2 SO(2) planes)", lo=2, hi=4096, even=True)

@@ -22,7 +22,7 @@ import torch
 from . import backend_torch as bt
 from . import estimators as est
 from .families import make_family
-from .params import ParamError, check_positive_int
+from .params import ParamError, check_int
 from .results import atomic_write_json, check_output_path
 
 
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         for name in ("--dim", "--far", "--samples", "--chunk"):
-            check_positive_int(name, getattr(args, name[2:]))
+            check_int(name, getattr(args, name[2:]), 1)
         if args.dim % 2 or args.samples < 2:
             raise ParamError(f"--dim must be even and --samples >= 2, got {args.dim} and {args.samples}")
         if args.json:

@@ -143,26 +143,20 @@ def _fmt(x: float) -> str:
     return f"{x:g}"
 
 
-def check_int(name: str, value: object, low: int, high: int | None = None) -> None:
-    """Raise ``ParamError`` naming ``name`` unless ``value`` is an int (not a bool) in [low, high]."""
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= low and (high is None or value <= high)
+def check_int(name: str, value: object, low: int, high: int | None = None) -> int:
+    """``value`` as an int if it is an integer (Python or numpy, not a bool) in [low, high] (no upper end for
+    ``high=None``); else ``ParamError`` naming ``name`` with the allowed range."""
+    ok = (isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= low
+          and (high is None or value <= high))
     if not ok:
         allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
         raise field_error(name, f"must be an integer {allowed}, got {value!r}")
-
-
-def check_positive_int(name: str, value: Any) -> int:
-    """Return ``value`` if it is an integer >= 1, else raise ``ParamError`` naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ParamError(f"{name} must be an integer >= 1, got {value!r}")
     return int(value)
 
 
 def check_seed(seed: Any, name: str = "seed") -> int:
-    """Return ``seed`` if it is an integer >= 0 (what ``SeedSequence`` accepts), else raise ``ParamError`` naming ``name``."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ParamError(f"{name} must be an integer >= 0, got {seed!r}")
-    return int(seed)
+    """``seed`` as an int if it is an integer >= 0 (what ``SeedSequence`` accepts), else ``ParamError``."""
+    return check_int(name, seed, 0)
 
 
 def parse_assignments(items: Sequence[str] | None, option: str = "--param") -> dict[str, str]:

@@ -28,7 +28,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .params import ParamError
+from .params import ParamError, check_int
 from .steps import AngleSteps, DenseSteps, HouseholderSteps
 
 FORMS = (AngleSteps, HouseholderSteps, DenseSteps)
@@ -116,10 +116,7 @@ def shape_dim(shape: tuple[int, ...], label: str) -> int:
 
 def check_sample(family: Any, name: str) -> SampleReport:
     """Draw ``family.sample(default_rng(0), 3, 2)`` and validate it (module docstring); returns the report."""
-    dim = getattr(family, "dim", None)
-    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
-        raise ParamError(f"family {name}: dim = {dim!r}; it must be an integer >= 1")
-    d = int(dim)
+    d = check_int(f"family {name}: dim", getattr(family, "dim", None), 1)
     try:
         steps = family.sample(np.random.default_rng(0), CHECK_STEPS, CHECK_BATCH)
     except Exception as err:  # user code: one line naming what failed

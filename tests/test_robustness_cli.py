@@ -1,6 +1,5 @@
 """Issue 14 on the command line: non-finite results, output paths, re-running a saved result, --threads."""
 
-import json
 import os
 
 import pytest

@@ -65,7 +65,7 @@ import numpy as np
 from scipy.stats import norm
 
 from accum.simulations.families import Householder, NoPE, Rope, SO2Accumulated, family_name, family_params
-from accum.simulations.params import ParamError
+from accum.simulations.params import ParamError, check_int
 from accum.simulations.steps import AngleSteps, DenseSteps, HouseholderSteps
 
 from ._common import NoClosedForm
@@ -629,8 +629,7 @@ def check(family: Any, rng: np.random.Generator, samples: int | None = None, bud
     if not (0.0 < budget < 1.0):
         raise ParamError(f"budget must lie in (0, 1), got {budget}")
     samples = default_samples(family, rng) if samples is None else samples
-    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 10:
-        raise ParamError(f"samples must be an integer >= 10, got {samples!r}")
+    check_int("samples", samples, 10)
     d = int(family.dim)
     chunks = draw_steps(family, samples, rng)
     half1, half2 = split(chunks)

@@ -16,7 +16,7 @@ import numpy as np
 
 from accum.simulations.families import FAMILIES, family_name, make_family
 from accum.simulations.measure import set_params
-from accum.simulations.params import ParamError, check_seed, parse_assignments
+from accum.simulations.params import ParamError, check_int, check_seed, parse_assignments
 from accum.simulations.results import NonFiniteError, check_output_path, jsonable, make_record, reserve_output
 from accum.simulations.userfamily import check_sample
 
@@ -53,8 +53,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``accum check``; returns the exit status (0 condition holds, 1 it fails)."""
     for option, value, (lo, hi) in (("--samples", SAMPLES_RANGE[0] if args.samples is None else args.samples, SAMPLES_RANGE),
                                     ("--k-max", args.k_max, K_MAX_RANGE), ("--pair-dim", args.pair_dim, PAIR_DIM_RANGE)):
-        if not lo <= value <= hi:
-            raise ParamError(f"{option} must be an integer in [{lo}, {hi}], got {value}")
+        check_int(option, value, lo, hi)
     if not (0.0 < args.budget < 1.0):
         raise ParamError(f"--budget must lie in (0, 1), got {args.budget}")
     check_seed(args.seed, "--seed")

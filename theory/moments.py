@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from accum.simulations.params import ParamError
+from accum.simulations.params import ParamError, check_int
 
 from ._common import NoClosedForm, as_sizes, probes
 from .window import crossing, width_from_curve
@@ -242,13 +242,11 @@ def jackknife_prediction(fn: Callable[[StepMoments], Any], first: np.ndarray, se
 
 def check_samples(samples: Any, dim: int) -> int:
     """``samples`` as an int in SAMPLES_RANGE, and d <= MAX_DIM; ParamError otherwise."""
-    lo, hi = SAMPLES_RANGE
-    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or not lo <= samples <= hi:
-        raise ParamError(f"samples must be an integer in [{lo}, {hi}], got {samples!r}")
+    samples = check_int("samples", samples, *SAMPLES_RANGE)
     if dim > MAX_DIM:
         raise ParamError(f"dim = {dim}: the estimated moment theory holds E[A (x) A] (d^4 numbers) and needs "
                          f"d <= {MAX_DIM}")
-    return int(samples)
+    return samples
 
 
 def no_generic_form(quantity: str) -> NoClosedForm:
