@@ -166,11 +166,10 @@ def path_chunk(form: str, d: int) -> int:
     return max(1, BATCH_BUDGET // max(d, stored_floats(form, d)))
 
 
-def product_floats(family: Family, n_steps: int) -> int:
-    """Memory of one sample in ``mean_product_sq``: the transport of d basis vectors, (n+1) d^2, or for
-    families drawn as SO(2) angles the cumulative angles with their cos and sin, 3 n d/2."""
-    d = family.dim
-    if step_form(family) == "angle":
+def product_floats(form: str, d: int, n_steps: int) -> int:
+    """Memory of one sample in ``mean_product_sq``, in float64 numbers: the transport of d basis vectors,
+    (n+1) d^2, or for the angle form the angles with their cumulative sums and sines, 3 n d/2."""
+    if form == "angle":
         return max(3 * n_steps * d // 2, 1)
     return (n_steps + 1) * d * d
 
@@ -359,7 +358,7 @@ def mean_product_sq(family: Family, n_steps: int, n_samples: int, rng: np.random
     work: list = []  # scratch tensors reused across the SO(2) batches (``_angle_cos_sin_sums``)
     for size in sizes:
         s, nrm, pl, rot = 0.0, 0.0, 0.0, 0
-        for b in batches(size, product_floats(family, n_steps)):
+        for b in batches(size, product_floats(step_form(family), d, n_steps)):
             steps = family.sample(rng, n_steps, b)
             if isinstance(steps, AngleSteps):
                 pl = pl + _angle_cos_sin_sums(steps.theta, work)

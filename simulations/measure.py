@@ -160,10 +160,14 @@ def _memory_score_gap(o: dict, d: int, form: str) -> dict[str, float]:
 
 
 def _memory_product_norm(o: dict, d: int, form: str) -> dict[str, float]:
-    """A batch of d transports (b, n+1, d, d): the list, its stack and the square; per-group sums
+    """A batch of b samples sized by ``estimators.product_floats``.  Angle form: the angles, their cumulative
+    sums and sines (b, n, d/2 each) and the 16 groups' plane sums (2, n, d/2), twice while the jackknife runs.
+    Other forms: d transports (b, n+1, d, d): the list, its stack and the square; per-group sums
     (16 + 2) x (n+1) d^2 kept, twice while the jackknife runs."""
     n = o["steps"]
-    b = batch_size((n + 1) * d * d, group_size(o["samples"]))
+    b = batch_size(est.product_floats(form, d, n), group_size(o["samples"]))
+    if form == "angle":
+        return {"steps": b * n * (sample_numbers(form, d) + d) + 40 * n * d}
     return {"steps": b * (n + 1) * (sample_numbers(form, d) + 5 * d * d) + 40 * (n + 1) * d * d}
 
 

@@ -27,6 +27,7 @@ CASES = [
     ("score-gap", "householder", {"dim": 12}, {"offset": 50, "samples": 20000}),
     ("product-norm", "householder", {"dim": 8}, {"steps": 50, "samples": 64}),
     ("product-norm", "haar", {"dim": 6}, {"steps": 50, "samples": 64}),
+    ("product-norm", "so2-accumulated", {"dim": 16}, {"steps": 300, "samples": 400}),
     ("near-weight", "householder", {"dim": 8}, {"n_max": 3000, "samples": 64, "chunk": 1000}),
     ("near-weight", "haar", {"dim": 6}, {"n_max": 500, "samples": 64, "chunk": 200}),
     ("far-residual", "householder", {"dim": 8}, {"n_max": 1000, "samples": 64, "chunk": 500}),
