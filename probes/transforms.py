@@ -117,5 +117,16 @@ def path_block(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor, beta: torch.Te
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
-    """ALiBi head slopes m_h = 2^(-8 (h+1) / H), h = 0..H-1 (Press et al. 2022, sec. 3), float64 (H,)."""
-    return 2.0 ** (-8.0 * torch.arange(1, n_heads + 1, dtype=torch.float64) / n_heads)
+    """ALiBi head slopes, float64 (H,) (Press et al. 2022, sec. 3, and the rule of their released code for other H).
+
+    H a power of two: the geometric sequence m_h = 2^(-8 (h+1) / H), h = 0..H-1.  Otherwise, with P the largest
+    power of two below H: the P slopes of P heads, then every other slope of 2P heads (m_1, m_3, ...), the
+    first H - P of them -- e.g. H = 6: 2^-2, 2^-4, 2^-6, 2^-8, 2^-1, 2^-3.
+    """
+    def geometric(h: int) -> torch.Tensor:
+        return 2.0 ** (-8.0 * torch.arange(1, h + 1, dtype=torch.float64) / h)
+
+    power = 1 << (n_heads.bit_length() - 1)
+    if power == n_heads:
+        return geometric(n_heads)
+    return torch.cat((geometric(power), geometric(2 * power)[0::2][: n_heads - power]))

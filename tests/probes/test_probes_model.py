@@ -288,6 +288,18 @@ def test_alibi_bias_is_linear_in_distance():
         assert torch.allclose(ratio, torch.full_like(ratio, torch.exp(torch.tensor(m, dtype=torch.float64)).item()))
 
 
+def test_alibi_slopes_follow_the_papers_rule_for_every_head_count():
+    """Powers of two: 2^(-8 (h+1) / H).  Other H: the slopes of the power of two below, then every other slope of
+    twice that (the released ALiBi code's rule, which BLOOM and others follow), written out by hand here."""
+    for h in (1, 2, 4, 8, 16):
+        want = [-8.0 * (i + 1) / h for i in range(h)]
+        assert torch.equal(tf.alibi_slopes(h), 2.0 ** torch.tensor(want, dtype=torch.float64))
+    exponents = {3: [-4, -8, -2], 6: [-2, -4, -6, -8, -1, -3],
+                 12: [-1, -2, -3, -4, -5, -6, -7, -8, -0.5, -1.5, -2.5, -3.5]}
+    for h, want in exponents.items():
+        torch.testing.assert_close(tf.alibi_slopes(h), 2.0 ** torch.tensor(want, dtype=torch.float64), rtol=1e-15, atol=0)
+
+
 @pytest.mark.parametrize("kwargs,name", [({"arm": "xpos"}, "arm"), ({"d_model": 30, "n_heads": 4}, "d_model"),
                                          ({"n_layers": 0}, "n_layers"), ({"rope_base": 1.0}, "rope_base")])
 def test_bad_model_config_names_the_parameter(kwargs, name):
