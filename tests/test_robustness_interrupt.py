@@ -45,7 +45,7 @@ def test_interrupted_measure_leaves_nothing(tmp_path):
     rc, err, seconds = interrupt_when(argv, lambda: any(p.suffix == ".tmp" for p in out.iterdir()), tmp_path)
     assert rc == 130 and err.strip().splitlines() == ["accum measure: interrupted"], err
     assert list(out.iterdir()) == []          # the reserved temporary file is gone, no result written
-    assert seconds < 5.0                      # honoured promptly (one estimator batch), not at the end
+    assert seconds < 20.0                     # honoured within one estimator batch, not after the hours of 2e8 samples
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
@@ -57,7 +57,7 @@ def test_interrupted_sweep_says_what_it_kept(workers, tmp_path):
     done = lambda: res.is_dir() and any(p.suffix == ".json" and p.name != "index.json" for p in res.iterdir())  # noqa: E731
     rc, err, seconds = interrupt_when(["sweep", str(grid), "--workers", workers, "--no-progress", "--threads", "1"],
                                       done, tmp_path)
-    assert seconds < 10.0                     # the jobs in flight are abandoned, not waited for
+    assert seconds < 20.0                     # the in-flight job (hours of 2e8 samples) is abandoned, not waited for
     assert rc == 130 and err.strip().splitlines() == [f"accum sweep: interrupted; 1 of 2 jobs kept in {res}"], err
     assert not [p for p in res.iterdir() if p.suffix == ".tmp" or p.name.startswith(".")]
 
