@@ -368,8 +368,14 @@ def test_so2_product_norm_fast_path_matches_dense_steps():
 
     a = est.mean_product_sq(fam, 9, 37, np.random.default_rng(5))
     b = est.mean_product_sq(AsDense(), 9, 37, np.random.default_rng(5))
-    np.testing.assert_allclose(a.mean, b.mean, rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(a.stderr, b.stderr, rtol=1e-9, atol=1e-14)
+    # one batch per jackknife group, handed out alternately as angles and as matrices: the mixed path adds the
+    # angle groups' plane sums to the dense groups' sums as block rotations
+    mixed = Alternating(fam)
+    c = est.mean_product_sq(mixed, 9, 37, np.random.default_rng(5))
+    assert mixed.calls == 16
+    for got in (b, c):
+        np.testing.assert_allclose(a.mean, got.mean, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(a.stderr, got.stderr, rtol=1e-9, atol=1e-14)
 
 
 class Alternating:

@@ -46,6 +46,7 @@ def test_haar_mgf_matches_quadrature():
                 dens = lambda u: (1 - u * u) ** ((d - 3) / 2)
                 want = integrate.quad(lambda u: math.exp(x * u) * dens(u), -1, 1)[0] / integrate.quad(dens, -1, 1)[0]
             assert far.haar_mgf(x, d) == pytest.approx(want, rel=1e-10)
+            assert far.haar_mgf(x / 0.6, d, qk=0.6) == pytest.approx(want, rel=1e-10)  # s0 |q||k| = x
 
 
 def test_haar_far_mass_and_near_weight_bracket_by_monte_carlo():

@@ -30,6 +30,25 @@ def test_haar_mean_is_zero_after_one_step_and_far_variance_is_one_over_d(group, 
     assert groups.haar_mean(1, 3, "SO") == 1.0
 
 
+@pytest.mark.parametrize("d,sigma", [(3, 0.4), (5, 1.3)])
+def test_givens_pair_operator_equals_quadrature_over_the_angle(d, sigma):
+    """E[A (x) A] exactly: for each plane (i, j) the rotation by theta ~ N(0, sigma^2) written out entry by entry
+    (as ``Givens.sample`` does) and averaged by 80-point Gauss-Hermite quadrature in theta (exact to rounding for
+    these smooth integrands), then averaged over the d(d-1)/2 planes.  A Monte Carlo test cannot see an error of a
+    few percent in one entry; this one sees 1e-12."""
+    nodes, weights = np.polynomial.hermite.hermgauss(80)
+    total = np.zeros((d * d, d * d))
+    planes = [(i, j) for i in range(d) for j in range(i + 1, d)]
+    for i, j in planes:
+        for x, w in zip(nodes, weights):
+            theta = math.sqrt(2.0) * sigma * x
+            a = np.eye(d)
+            a[i, i] = a[j, j] = math.cos(theta)
+            a[i, j], a[j, i] = -math.sin(theta), math.sin(theta)
+            total += w / math.sqrt(math.pi) * np.kron(a, a)
+    np.testing.assert_allclose(groups.givens_pair_operator(d, sigma), total / len(planes), rtol=0, atol=1e-12)
+
+
 def test_givens_rate_and_pair_operator_by_monte_carlo():
     d, sigma = 5, 0.9
     a = make_family("givens", dim=d, sigma=sigma).sample(np.random.default_rng(0), 1, 40000).dense()[:, 0]

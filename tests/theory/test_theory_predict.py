@@ -20,6 +20,15 @@ OPTIONS = {"coherence": dict(steps=6), "mean-product-sq": dict(steps=6), "norm-s
            "alibi-floor": dict(far_sizes=[1, 10], s0=2.0, slope=0.5), "far-residual": dict(far_sizes=[1, 10])}
 
 
+def test_far_mass_of_the_trivial_group_is_the_alibi_sum():
+    """SO(1) = {1}: s_Delta = s0 q k for every Delta, so E M(N) = e^{s0 q k - s0} sum_{Delta<=N} e^{-slope Delta}."""
+    q, k = np.array([0.8]), np.array([-0.5])
+    for slope in (0.0, 0.2):
+        got = predict("far-mass", make_family("haar", dim=1, group="SO"), far_sizes=[1, 7], s0=3.0, slope=slope, q=q, k=k)
+        want = [math.exp(3.0 * -0.4 - 3.0) * sum(math.exp(-slope * j) for j in range(1, n + 1)) for n in (1, 7)]
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
 @pytest.mark.parametrize("name,params", BUILTINS, ids=[f"{n}-{'-'.join(map(str, p.values()))}" for n, p in BUILTINS])
 def test_every_quantity_is_finite_of_the_right_shape_or_says_no_closed_form(name, params):
     fam = make_family(name, dim=8, **params)

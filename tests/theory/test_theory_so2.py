@@ -36,6 +36,19 @@ LAW_CASES = [
 ]
 
 
+@pytest.mark.parametrize("slope", [0.0, 0.003, 0.7])
+def test_far_mass_with_slope_beyond_the_exact_terms_is_the_plain_sum(slope):
+    """E M(N) = sum_{Delta<=N} e^{-slope Delta} f(Delta): ``far_mass`` sums the exact terms f(1..D) and a closed-form
+    geometric tail f(inf) sum_{D<Delta<=N} e^{-slope Delta}; here the tail is summed term by term."""
+    fam = make_family("so2-accumulated", dim=4, law="gaussian", mu=0.3, sigma=1.0)
+    terms, limit = so2.far_mass_terms(fam, 50_000, 2.0)
+    cut = terms.size
+    for n in (cut, cut + 1, cut + 37, 3 * cut + 5):
+        f = np.r_[terms, np.full(max(0, n - cut), limit)][:n]
+        want = float(np.sum(f * np.exp(-slope * np.arange(1, n + 1))))
+        assert so2.far_mass(fam, [n], 2.0, slope=slope)[0] == pytest.approx(want, rel=1e-12), n
+
+
 @pytest.mark.parametrize("law,params,density", LAW_CASES, ids=[c[0] for c in LAW_CASES])
 def test_characteristic_matches_quadrature(law, params, density):
     fam = make_family("so2-accumulated", dim=6, law=law, **params)

@@ -13,7 +13,8 @@ from scipy import stats as sps
 from accum import cli
 from accum import verify as v
 from accum.claims import CHECKS, deterministic
-from accum.verdict import Measurement, binomial_interval, binomial_tail, dispersion, judge, min_detectable_effect, threshold
+from accum.verdict import (Measurement, binomial_interval, binomial_tail, dispersion, judge, min_detectable_effect, threshold,
+                           z_scores)
 
 BUDGET = 0.01
 CONTRACT = ("claim", "family", "kind", "counts_as_evidence", "predicted", "measured", "stderr", "z", "k",
@@ -190,9 +191,31 @@ def test_dispersion_test_holds_its_level_and_catches_wrong_errors():
 
 
 def test_binomial_interval_matches_clopper_pearson():
+    """Against scipy's exact (Clopper-Pearson) interval of ``binomtest``, both ends, several counts and levels."""
     assert binomial_interval(0, 10) == (0.0, pytest.approx(1 - 0.025 ** (1 / 10)))
-    lo, hi = binomial_interval(5, 500)
-    assert lo < 0.01 < hi and hi == pytest.approx(sps.beta.ppf(0.975, 6, 495))
+    for failures, runs, level in ((0, 10, 0.95), (3, 500, 0.95), (5, 500, 0.95), (17, 40, 0.99), (40, 40, 0.9)):
+        want = sps.binomtest(failures, runs).proportion_ci(confidence_level=level, method="exact")
+        assert binomial_interval(failures, runs, level) == (pytest.approx(want.low, rel=1e-10, abs=1e-15),
+                                                            pytest.approx(want.high, rel=1e-10))
+
+
+@pytest.mark.parametrize("scale", ["linear", "log"])
+def test_z_scores_are_standard_normal_when_both_sides_are_noisy(scale):
+    """A measurement and a prediction that both scatter around the same truth, with standard errors se and pse
+    (pse > se, so the prediction's own uncertainty matters): z = (x - p) / sqrt(se^2 + pse^2) is N(0, 1), so
+    the variance of 20000 z's lies in the chi-square(19999) interval of false-failure budget 1e-4."""
+    rng = np.random.default_rng(11)
+    n, truth, r_meas, r_pred = 20_000, 2.5, 0.2, 0.3
+    e1, e2 = rng.normal(size=(2, n))
+    if scale == "linear":
+        x, p, se, pse = truth + r_meas * e1, truth + r_pred * e2, np.full(n, r_meas), np.full(n, r_pred)
+    else:  # relative errors: log x = log truth + r e exactly, se / x = r
+        x, p = truth * np.exp(r_meas * e1), truth * np.exp(r_pred * e2)
+        se, pse = r_meas * x, r_pred * p
+    z = z_scores(Measurement("C1", "f", "w", "statistical", x, se, p, n, pred_stderr=pse, scale=scale, floor=0.0))
+    lo, hi = sps.chi2.ppf([0.5e-4, 1 - 0.5e-4], n - 1) / (n - 1)
+    assert abs(np.mean(z)) <= sps.norm.isf(0.5e-4) / np.sqrt(n) * 1.01
+    assert lo <= np.var(z, ddof=1) <= hi
 
 
 def test_calibrate_counts_failures_per_row(monkeypatch, capsys, tmp_path):
