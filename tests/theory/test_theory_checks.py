@@ -79,6 +79,8 @@ def test_gaussian_and_householder_sphere_pass():
     assert gauss.condition_holds and all(c["applies"] for c in gauss.claims.values())
     assert gauss.conditions["non-lattice"].passed and gauss.conditions["orthogonal"].passed
     assert gauss.theory["mean_step_max_z"] <= gauss.theory["mean_step_k"]  # sampler agrees with the closed form
+    # its threshold: the statistical conditions' share budget / 4, Bonferroni over the d^2 entries, two-sided
+    assert gauss.theory["mean_step_k"] == pytest.approx(z_threshold(BUDGET / 4, 8 * 8), rel=1e-12)
     hh = report(make_family("householder", dim=8, beta=1.0))
     assert hh.condition_holds and hh.conditions["orthogonal"].passed is False and hh.conditions["norm-bounded"].passed
     assert hh.conditions["non-lattice"].passed is None
