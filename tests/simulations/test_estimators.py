@@ -356,6 +356,18 @@ def test_moments_merge_equals_two_pass(splits):
     np.testing.assert_allclose(m.stderr(), x.std(axis=0, ddof=1) / np.sqrt(1000), rtol=1e-9)
 
 
+@pytest.mark.parametrize("sizes", [[7], [3, 1, 5, 2]])
+def test_pooled_mean_is_the_plain_mean_and_standard_error(sizes):
+    """Group sums and sums of squares pooled: exactly mean(x) and std(x, ddof=1) / sqrt(n), whatever the split."""
+    x = np.random.default_rng(3).normal(2.0, 0.5, size=(sum(sizes), 4))
+    parts = np.split(x, np.cumsum(sizes)[:-1])
+    mean, se, n = est.pooled_mean(np.array([p.sum(0) for p in parts]), np.array([(p**2).sum(0) for p in parts]),
+                                  np.array(sizes))
+    assert n == x.shape[0]
+    np.testing.assert_allclose(mean, x.mean(0), rtol=1e-13)
+    np.testing.assert_allclose(se, x.std(0, ddof=1) / np.sqrt(n), rtol=1e-10)
+
+
 def test_so2_product_norm_fast_path_matches_dense_steps():
     # the same angle draws through the plane-sum fast path and the generic dense transport
     fam = make_family("so2-accumulated", dim=6, mu=0.4, sigma=0.3)

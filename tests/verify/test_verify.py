@@ -307,3 +307,17 @@ def test_a_user_family_is_verified_on_every_claim_that_applies(tmp_path, capsys)
     estimated = [r for r in report["rows"] if r["source"].startswith("estimated")]
     assert estimated and all(r["pred_stderr"] > 0 for r in estimated)
     assert {r["claim"] for r in report["rows"] if r["counts_as_evidence"]} == set(v.CLAIMS)
+
+
+def test_adversarial_search_reaches_the_bound_where_it_is_attainable():
+    """The adversarial C5 row (best near weight found <= 1/(1 + N e^{-2 s0})) is evidence only if the search is
+    strong: with N = 10 far tokens the angles can put every far score near -s0, and the search must find a near
+    weight within 1% of the bound (it reaches 0.9998 of it), and never above it."""
+    from accum.claims import check_adversarial
+    from accum.simulations.families import make_family
+
+    fam = make_family("so2-accumulated", dim=16, mu=0.3)
+    for seed in (0, 1):
+        best, _ = check_adversarial(fam, np.random.default_rng(seed), far_sizes=[10, 20], s0=4.0, iterations=150,
+                                    starts=2)
+        assert 0.99 <= float(np.asarray(best.measured)[0] / np.asarray(best.predicted)[0]) <= 1.0
