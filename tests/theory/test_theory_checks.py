@@ -84,6 +84,9 @@ def test_gaussian_and_householder_sphere_pass():
     hh = report(make_family("householder", dim=8, beta=1.0))
     assert hh.condition_holds and hh.conditions["orthogonal"].passed is False and hh.conditions["norm-bounded"].passed
     assert hh.conditions["non-lattice"].passed is None
+    # orthogonality is a property no claim needs: a contraction shows "no", not FAIL, beside a holding condition
+    text = checks.format_report(hh)
+    assert "  no    orthogonal" in text and "FAIL" not in text and "spectral-gap condition: HOLDS" in text
     refl = report(make_family("householder", dim=8, beta=2.0))
     assert refl.condition_holds and refl.conditions["orthogonal"].passed
 
