@@ -37,7 +37,9 @@ coherent direction  kappa = max_{|q| = 1} ||Pi_F vec(q q^T)||^2 is the limit of 
                     invariant line of all steps: lattice angles, untouched directions); C4 needs kappa < 1.
                     Estimated by multi-start ascent on the sphere (starts: the coordinate axes and random
                     points), so it is a lower bound on the true maximum.  Haar: 1/d; SO(2) planes: 1/2.
-                    Needs the explicit fixed space (d^4 numbers): skipped for d > pair_dim.
+                    Block SO(2) steps: computed in the plane basis at any d (``plane_coherent_direction``; 1/2, or 1
+                    for angles in {0, pi}).  Other steps need the explicit fixed space (d^4 numbers): skipped for
+                    d > pair_dim.
 non-lattice         for block-diagonal SO(2) families (angles read from the samples), max over planes b and
                     1 <= k <= K of |phi_b(k)| < 1 beyond k se, phi_b(k) = E exp(i k theta_b).  A lattice law of
                     period m <= K has |phi(m)| = 1 and fails: its accumulated angle never spreads over the
@@ -547,6 +549,32 @@ def coherent_direction(basis: np.ndarray, d: int, rng: np.random.Generator, star
     return best
 
 
+def plane_coherent_direction(pair: AnglePair, rng: np.random.Generator, starts: int = 24, iters: int = 300) -> float:
+    """kappa = max_{|q|=1} ||Pi_F vec(q q^T)||^2 for block SO(2) steps, in the plane basis (any d, no d^4 matrix).
+
+    In the plane basis S is diagonal (``AnglePair``): the p-part of block (b, c) is multiplied by G-_bc, the r-part
+    by G+_bc, so the fixed space F is coordinate-aligned: p_bc is fixed iff G-_bc = 1 (theta_b = theta_c mod 2 pi in
+    every sample), r_bc iff G+_bc = 1 (theta_b = -theta_c).  Block (b, c) of q q^T has p = w_b conj(w_c) / 2,
+    r = w_b w_c / 2 (w_b: plane b of q as a complex number) and <Y, Y> = 2 (|p|^2 + |r|^2), hence
+
+        ||Pi_F vec(q q^T)||^2 = x^T G x / 2,   x_b = |w_b|^2 (a point of the simplex),  G = 1[G- = 1] + 1[G+ = 1].
+
+    G_bb >= 1 (G-_bb = 1 always): one plane gives 1/2; a plane with G+_bb = 1 (angles in {0, pi}) gives 1.  The
+    maximum over the simplex is taken by replicator steps x <- x * (G x) / x^T G x (ascent for a nonnegative
+    symmetric G, Baum & Eagon 1967) from the uniform point and ``starts`` random points, and compared with the
+    vertices (fixed points of those steps), so it is a lower bound, as for ``coherent_direction``.
+    """
+    g = ((np.abs(pair.minus - 1.0) <= FIXED_TOL).astype(float) + (np.abs(pair.plus - 1.0) <= FIXED_TOL))
+    g = (g + g.T) / 2  # symmetric up to rounding already: G-_cb = conj(G-_bc), G+ symmetric
+    h = g.shape[0]
+    x = np.concatenate([np.full((1, h), 1.0 / h), rng.dirichlet(np.ones(h), size=starts)])
+    for _ in range(iters):
+        gx = x @ g
+        value = np.einsum("sb,sb->s", x, gx)
+        x = x * gx / value[:, None]
+    return float(max(np.max(np.diag(g)), np.max(np.einsum("sb,bc,sc->s", x, g, x)))) / 2.0
+
+
 def plane_angles(mats: np.ndarray) -> np.ndarray | None:
     """Angles theta (M, d/2) if every sample is block-diagonal SO(2) on interleaved planes, else None."""
     m, d, _ = mats.shape
@@ -668,14 +696,16 @@ def check(family: Any, rng: np.random.Generator, samples: int | None = None, bud
                 detail=f"sigma_max of X -> E[A X A^T] off its fixed space (matrix-free power method, {g2.iterations} "
                        f"steps{'' if g2.converged else ', NOT converged: a lower bound'}; split-sample estimate, "
                        f"plug-in {g2.plug_in:.4g})")
-    if d <= pair_dim:
-        fixed, _ = fixed_space(pair_mean(dense_steps(chunks)))
-        kappa = coherent_direction(fixed, d, rng)
-        conds["coherent-direction"] = Condition("coherent-direction", kappa < 1.0 - 1e-6, kappa, None, 1.0,
-                                                detail="kappa = max_q lim E[(q^T P_n q)^2] (< 1: no unit probe stays coherent)")
-    else:
-        conds["coherent-direction"] = Condition("coherent-direction", None,
-                                                detail=f"skipped: d = {d} > pair_dim = {pair_dim} (needs the explicit fixed space)")
+    kappa, where = None, ""
+    if all(isinstance(c, AngleSteps) for c in chunks):
+        kappa, where = plane_coherent_direction(AnglePair(chunks), rng), "fixed space in the plane basis"
+    elif d <= pair_dim:
+        kappa, where = coherent_direction(fixed_space(pair_mean(dense_steps(chunks)))[0], d, rng), "explicit fixed space"
+    conds["coherent-direction"] = (
+        Condition("coherent-direction", None, detail=f"skipped: d = {d} > pair_dim = {pair_dim} (needs the explicit "
+                                                     "fixed space)") if kappa is None else
+        Condition("coherent-direction", kappa < 1.0 - 1e-6, kappa, None, 1.0,
+                  detail=f"kappa = max_q lim E[(q^T P_n q)^2] (< 1: no unit probe stays coherent; {where})"))
 
     theta = sample_angles(chunks)
     if theta is None:

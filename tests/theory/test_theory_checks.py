@@ -18,7 +18,7 @@ from accum.simulations.families import make_family
 from accum.simulations.params import ParamError
 from accum.simulations.results import read_record
 from accum.simulations.stats import z_threshold
-from accum.simulations.steps import DenseSteps
+from accum.simulations.steps import AngleSteps, DenseSteps
 from accum.theory import checks, groups, householder
 from accum.theory.cli import add_subparser, run
 
@@ -53,6 +53,41 @@ def test_fixed_space_dimension_and_coherent_direction(name, params, dim_fixed, k
     d = params["dim"]
     assert fixed.shape[1] == dim_fixed and comp.shape[1] == d * d - dim_fixed
     assert checks.coherent_direction(fixed, d, rng) == pytest.approx(kappa, abs=1e-6)
+
+
+@dataclass(frozen=True)
+class TiedPlanes:
+    """User-defined block SO(2) steps with planes tied to plane 0: plane 1 turns with it, plane 2 against it, plane
+    3 by an independent angle; ``flip`` adds a plane turning by 0 or pi (a within-plane coherent direction)."""
+
+    flip: bool = False
+
+    @property
+    def dim(self):
+        return 10 if self.flip else 8
+
+    def sample(self, rng, n_steps, batch):
+        a, b = rng.normal(0.3, 1.0, size=(2, batch, n_steps))
+        planes = [a, a, -a, b] + ([np.pi * rng.integers(0, 2, size=(batch, n_steps))] if self.flip else [])
+        return AngleSteps(np.stack(planes, axis=-1))
+
+
+@pytest.mark.parametrize("family, kappa", [
+    (make_family("so2-accumulated", dim=6, law="gaussian", sigma=0.5), 0.5),
+    (make_family("so2-accumulated", dim=8, law="lattice", m=3), 0.5),
+    (make_family("so2-accumulated", dim=4, law="lattice", m=2), 1.0),
+    (make_family("nope", dim=6), 1.0),
+    (make_family("rope", dim=8), 0.5),  # |G-| = |G+| = 1 off the diagonal, yet nothing there is fixed
+    (TiedPlanes(), 0.5),  # tied planes enlarge F (p_01, r_02 fixed) but every probe still loses half its weight
+    (TiedPlanes(flip=True), 1.0),
+])
+def test_coherent_direction_in_the_plane_basis_equals_the_explicit_fixed_space(family, kappa):
+    """The plane-basis kappa (any d) against the explicit d^2 x d^2 fixed space and the dense ascent (small d)."""
+    rng = np.random.default_rng(4)
+    chunks = checks.draw_steps(family, 600, rng)
+    dense = checks.coherent_direction(checks.fixed_space(checks.pair_mean(checks.dense_steps(chunks)))[0], family.dim, rng)
+    assert checks.plane_coherent_direction(checks.AnglePair(chunks), rng) == pytest.approx(dense, abs=1e-9)
+    assert dense == pytest.approx(kappa, abs=1e-9)
 
 
 def report(family, samples=1500, seed=0):
@@ -173,11 +208,15 @@ def test_split_sample_first_moment_gap_is_unbiased_where_the_plug_in_is_not():
 
 
 def test_head_size_128_holds_for_gaussian_angles_and_fails_for_a_lattice():
-    """d = 128 (above pair_dim): the matrix-free second-moment gap decides C4; the coherent-direction test is
-    reported as skipped and does not fail the verdict; the lattice law fails for its real reason."""
+    """d = 128 (above pair_dim): the matrix-free second-moment gap and the plane-basis coherent direction decide C4
+    (nothing skipped); the lattice law fails for its real reason."""
     good = report(make_family("so2-accumulated", dim=128, law="gaussian", mu=0.3, sigma=0.5), samples=800)
-    assert good.condition_holds and good.conditions["coherent-direction"].passed is None
-    assert good.conditions["second-moment-gap"].passed and "skipped" in good.claims["C4"]["why"]
+    assert good.condition_holds and good.conditions["coherent-direction"].value == pytest.approx(0.5, abs=1e-9)
+    assert good.conditions["second-moment-gap"].passed and "skipped" not in good.claims["C4"]["why"]
+    # steps without the plane structure above pair_dim: the coherent direction is skipped, shown, and fails nothing
+    hh = report(make_family("householder", dim=40, beta=1.0), samples=800)
+    assert hh.conditions["coherent-direction"].passed is None and "  skip  coherent-direction" in checks.format_report(hh)
+    assert hh.condition_holds and "coherent-direction skipped" in hh.claims["C4"]["why"]
     # exact g2 = max(|phi(1)|^2, |phi(2)|) = exp(-sigma^2) for gaussian angles; the split estimate is within k se
     g2 = good.conditions["second-moment-gap"]
     assert abs(g2.value - math.exp(-0.25)) <= z_threshold(BUDGET, 1) * g2.stderr
