@@ -44,7 +44,7 @@ def add_subparser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
     p.add_argument("--k-max", type=int, default=32, help="largest frequency k of the non-lattice test (default 32, at most 1024)")
     p.add_argument("--pair-dim", type=int, default=24,
                    help="largest d for which E[A (x) A] (d^4 numbers) is formed for the coherent-direction test "
-                        "(default 24, at most 32; skipped above it, except for block SO(2) steps, done in their plane basis at any d)")
+                        "(default 24, at most 32; skipped above it for dense steps; SO(2) and Householder steps need no such matrix)")
     p.set_defaults(run=run)
     return p
 

@@ -18,7 +18,7 @@ from accum.simulations.families import make_family
 from accum.simulations.params import ParamError
 from accum.simulations.results import read_record
 from accum.simulations.stats import z_threshold
-from accum.simulations.steps import AngleSteps, DenseSteps
+from accum.simulations.steps import AngleSteps, DenseSteps, HouseholderSteps
 from accum.theory import checks, groups, householder
 from accum.theory.cli import add_subparser, run
 
@@ -90,6 +90,56 @@ def test_coherent_direction_in_the_plane_basis_equals_the_explicit_fixed_space(f
     assert dense == pytest.approx(kappa, abs=1e-9)
 
 
+@dataclass(frozen=True)
+class Reflections:
+    """User-defined Householder steps: w drawn from the given spans (unit vectors, one span chosen per step),
+    scaled by ``length``, and beta = 2 / length^2 (reflections) or, for every other step with ``mix``, beta = 1."""
+
+    spans: tuple = ((0, 1, 2), (3, 4))
+    dim: int = 5
+    length: float = 1.0
+    mix: bool = False
+
+    def sample(self, rng, n_steps, batch):
+        which = rng.integers(0, len(self.spans), size=(batch, n_steps))
+        w = np.zeros((batch, n_steps, self.dim))
+        for i, span in enumerate(self.spans):
+            g = rng.normal(size=(batch, n_steps, len(span)))
+            w[..., list(span)] += (which == i)[..., None] * g / np.linalg.norm(g, axis=-1, keepdims=True)
+        beta = np.full((batch, n_steps), 2.0 / self.length**2)
+        if self.mix:
+            beta[::2] = 1.0
+        return HouseholderSteps(self.length * w, beta)
+
+
+@pytest.mark.parametrize("family, kappa", [
+    (make_family("householder", dim=4, beta=1.0), 0.0),  # contractions along directions spanning R^4: F = 0
+    (make_family("householder", dim=4, beta=2.0), 0.25),  # reflections, one component: F = R I
+    (make_family("householder", dim=4, beta=0.0), 1.0),  # identity steps
+    (make_family("householder", dim=6, beta=1.0, w="token", vocab=3), 1.0),  # w's span 3 of 6 dimensions
+    (Reflections(), 0.5),  # two orthogonal components of dimensions 3 and 2: F = R I_3 + R I_2
+    (Reflections(spans=((0,), (1, 2, 3)), dim=4, length=1.5), 1.0),  # a lone reflection axis flips q = e_0 for ever
+    (Reflections(spans=((0, 1), (2, 3)), dim=5), 1.0),  # an untouched direction
+])
+def test_householder_coherent_direction_from_the_span_equals_the_explicit_fixed_space(family, kappa):
+    """The span-based kappa (any d) against the explicit d^2 x d^2 fixed space and the dense ascent (small d)."""
+    rng = np.random.default_rng(5)
+    chunks = checks.draw_steps(family, 600, rng)
+    dense = checks.coherent_direction(checks.fixed_space(checks.pair_mean(checks.dense_steps(chunks)))[0], family.dim, rng)
+    w, beta = np.concatenate([c.w[:, 0] for c in chunks]), np.concatenate([c.beta[:, 0] for c in chunks])
+    assert checks.householder_coherent_direction(w, beta) == pytest.approx(dense, abs=1e-9)
+    assert dense == pytest.approx(kappa, abs=1e-9)
+
+
+def test_householder_coherent_direction_leaves_mixed_reflections_to_the_explicit_fixed_space():
+    rng = np.random.default_rng(6)
+    chunks = checks.draw_steps(Reflections(mix=True), 600, rng)
+    w, beta = np.concatenate([c.w[:, 0] for c in chunks]), np.concatenate([c.beta[:, 0] for c in chunks])
+    assert checks.householder_coherent_direction(w, beta) is None
+    r = report(Reflections(mix=True))
+    assert "explicit fixed space" in r.conditions["coherent-direction"].detail
+
+
 def report(family, samples=1500, seed=0):
     return checks.check(family, np.random.default_rng(seed), samples=samples, budget=BUDGET, k_max=16)
 
@@ -124,6 +174,17 @@ def test_gaussian_and_householder_sphere_pass():
     assert "  no    orthogonal" in text and "FAIL" not in text and "spectral-gap condition: HOLDS" in text
     refl = report(make_family("householder", dim=8, beta=2.0))
     assert refl.condition_holds and refl.conditions["orthogonal"].passed
+
+
+def test_untouched_directions_fail_c1_and_c4_without_a_false_hint():
+    """PaTH with token vectors spanning 4 of 16 dimensions: E[A] = 1 on the rest (g1 = 1 to rounding, its se ~ 0),
+    so no number of samples resolves C1; and a probe there stays coherent (kappa = 1)."""
+    r = report(make_family("householder", dim=16, beta=1.0, w="token", vocab=4))
+    assert not r.condition_holds and r.conditions["coherent-direction"].value == 1.0
+    assert "no first-moment gap" in r.claims["C1"]["why"] and "--samples" not in r.claims["C1"]["why"]
+    assert "kappa = 1" in r.claims["C4"]["why"]
+    near = checks.verdict({**r.conditions, "first-moment-gap": checks.Condition("first-moment-gap", False, 0.99, 0.004)})[0]
+    assert "more --samples may resolve it" in near["C1"]["why"]  # 2.5 se below 1: more samples can decide
 
 
 def test_markov_tokens_are_dependent_and_certified_by_the_transfer_matrix():
@@ -213,8 +274,8 @@ def test_head_size_128_holds_for_gaussian_angles_and_fails_for_a_lattice():
     good = report(make_family("so2-accumulated", dim=128, law="gaussian", mu=0.3, sigma=0.5), samples=800)
     assert good.condition_holds and good.conditions["coherent-direction"].value == pytest.approx(0.5, abs=1e-9)
     assert good.conditions["second-moment-gap"].passed and "skipped" not in good.claims["C4"]["why"]
-    # steps without the plane structure above pair_dim: the coherent direction is skipped, shown, and fails nothing
-    hh = report(make_family("householder", dim=40, beta=1.0), samples=800)
+    # dense steps above pair_dim: the coherent direction is skipped, shown, and fails nothing
+    hh = report(make_family("haar", dim=40), samples=300)
     assert hh.conditions["coherent-direction"].passed is None and "  skip  coherent-direction" in checks.format_report(hh)
     assert hh.condition_holds and "coherent-direction skipped" in hh.claims["C4"]["why"]
     # exact g2 = max(|phi(1)|^2, |phi(2)|) = exp(-sigma^2) for gaussian angles; the split estimate is within k se
