@@ -24,7 +24,7 @@ import numpy as np
 
 from accum.simulations import estimators as est
 from accum.simulations import reference
-from accum.simulations.families import Family, family_name, family_params
+from accum.simulations.families import Family, family_name, family_params, user_object
 from accum.simulations.steps import AngleSteps
 from accum.theory import Prediction, far, prediction
 from accum.theory.predict import NoClosedForm
@@ -65,7 +65,7 @@ def label(family: Family) -> str:
     (a user family by its class name; the JSON rows keep its full ``module:Class`` in ``params``)."""
     params = family_params(family)
     defaults = {}
-    cls = type(family)
+    cls = type(user_object(family))
     if hasattr(cls, "PARAMS"):
         defaults = {s.name: s.default for s in cls.PARAMS}
     inner = [f"{k}={v}" for k, v in params.items() if k != "dim" and defaults.get(k, object()) != v]

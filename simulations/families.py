@@ -31,7 +31,7 @@ from .conventions import rope_frequencies
 from .laws import BASE, LAWS, AngleLaw, law_params, make_law
 from .params import ParamError, ParamSpec, check_int, param_dataclass, resolve
 from .steps import AngleSteps, DenseSteps, HouseholderSteps
-from .userfamily import load_class
+from .userfamily import CheckedFamily, load_class
 
 Steps = Union[AngleSteps, HouseholderSteps, DenseSteps]
 
@@ -278,11 +278,11 @@ def make_family(name: str, **params: Any) -> Family:
     kwargs = resolve(specs, params, name) if specs else {k: _number(k, v) for k, v in params.items()}
     try:
         family = cls(**kwargs)
-    except (TypeError, ValueError) as err:
-        raise ParamError(f"family {name!r} refused its parameters {kwargs}: {err}") from None
+    except (Exception, SystemExit) as err:  # the user's constructor: one line, not its traceback
+        raise ParamError(f"family {name!r} refused its parameters {kwargs}: {type(err).__name__}: {err}") from None
     if not isinstance(family, Family):
         raise ParamError(f"family {name!r} does not implement the Family protocol (dim, sample)")
-    return family
+    return CheckedFamily(family, name)
 
 
 def _number(key: str, text: Any) -> float | int:
@@ -295,11 +295,18 @@ def _number(key: str, text: Any) -> float | int:
     return int(value) if value.is_integer() else value
 
 
+def user_object(family: Family) -> Any:
+    """The object the user's class built (a ``CheckedFamily`` unwrapped); built-ins and direct instances as given."""
+    return family.user_family if isinstance(family, CheckedFamily) else family
+
+
 def family_params(family: Family) -> dict[str, Any]:
     """The family's parameters as a plain dict (its dataclass fields), for saving with results."""
+    family = user_object(family)
     return dataclasses.asdict(family) if dataclasses.is_dataclass(family) else {"dim": family.dim}
 
 
 def family_name(family: Family) -> str:
     """Registry name for built-ins, ``module:Class`` otherwise."""
+    family = user_object(family)
     return getattr(family, "name", None) or f"{type(family).__module__}:{type(family).__qualname__}"

@@ -1,16 +1,19 @@
 """Loading and checking a user-defined family (``--family package.module:ClassName``).
 
 ``load_class`` imports the class with the current folder on the import path (a ``mymod.py`` beside the
-user works without PYTHONPATH); ``families.make_family`` uses it.  ``check_sample``, called before any work
-by ``measure.plan_measurement`` and ``accum check`` (in the process that runs the job: a sweep plans in its
-driving process without drawing from user code), draws one small sample, ``sample(rng, 3, 2)`` (three steps,
-two sequences: distinct sizes, so a swapped or off-by-one shape shows) and refuses, with one
-``ParamError`` line, anything the estimators would silently misread:
+user works without PYTHONPATH); ``families.make_family`` uses it and hands the engine a ``CheckedFamily``, whose
+every draw goes through ``sample_checked``.  That refuses, with one ``ParamError`` line, a draw that raises (the
+user's exception, or SystemExit, named in the line) and anything the estimators would silently misread:
 
 * the result is not a step form (``AngleSteps``, ``HouseholderSteps``, ``DenseSteps``), e.g. a plain ndarray;
 * an array has the wrong shape for (batch, n_steps, d): theta (2, 3, d/2), w (2, 3, d) and beta (2, 3),
   a (2, 3, d, d), with d the family's ``dim``;
-* an array is not real floating point (complex, integer, object), or holds NaN or an infinity.
+* an array is not real floating point (complex, integer, object), holds NaN or an infinity, or (but for angles)
+  an entry above MAX_ENTRY, whose square overflows.
+
+``check_sample``, called before any work by ``measure.plan_measurement``, ``accum check``, ``verify`` and
+``figures``, draws one small sample that way, ``sample(rng, 3, 2)`` (three steps, two sequences: distinct sizes,
+so a swapped or off-by-one shape shows).
 
 It also measures what the theory assumes and returns it (``SampleReport``): the orthogonality error
 max |A^T A - I| and the largest singular value max ||A||_2 over the sample (orthogonal: 1; contractive: <= 1).
@@ -63,7 +66,7 @@ def load_class(name: str) -> type:
             module = importlib.import_module(module_name)
     except ImportError as err:
         raise ParamError(f"--family {name!r}: cannot import module {module_name!r} ({err})") from None
-    except Exception as err:  # the user's module failed while running: one line, not its traceback
+    except (Exception, SystemExit) as err:  # the user's module failed while running: one line, not its traceback
         raise ParamError(f"--family {name!r}: importing {module_name!r} raised {type(err).__name__}: {err}") from None
     cls: Any = module
     for part in cls_name.split("."):
@@ -94,18 +97,26 @@ class SampleReport:
                 f"max ||A||_2 = {self.largest_singular_value:.6g}: {kind}")
 
 
-def _check_array(name: str, label: str, x: Any, shape: tuple[int, ...]) -> np.ndarray:
+#: largest |entry| of a step's matrix, vector or factor: its square (in A^T A, |w|^2) must stay finite in float64
+MAX_ENTRY = 1e150
+
+
+def _check_array(name: str, call: str, label: str, x: Any, shape: tuple[int, ...]) -> np.ndarray:
     if not isinstance(x, np.ndarray):
         raise ParamError(f"family {name}: {label} is a {type(x).__name__}, not a numpy array")
     if np.iscomplexobj(x) or not np.issubdtype(x.dtype, np.floating):
         raise ParamError(f"family {name}: {label} has dtype {x.dtype}; a real floating dtype (float64) is required")
     if x.shape != shape:
-        raise ParamError(f"family {name}: sample(rng, n_steps={CHECK_STEPS}, batch={CHECK_BATCH}) gave {label} of "
-                         f"shape {x.shape}; expected {shape} (batch, n_steps, ...) for dim = {shape_dim(shape, label)}")
+        raise ParamError(f"family {name}: {call} gave {label} of shape {x.shape}; expected {shape} "
+                         f"(batch, n_steps, ...) for dim = {shape_dim(shape, label)}")
     bad = ~np.isfinite(x)
     if bad.any():
-        raise ParamError(f"family {name}: {label} holds {int(bad.sum())} non-finite value(s) (NaN or inf) "
-                         f"of {x.size} in its first sample")
+        raise ParamError(f"family {name}: {call} gave {label} with {int(bad.sum())} non-finite value(s) (NaN or inf) "
+                         f"of {x.size}")
+    top = float(np.max(np.abs(x), initial=0.0))
+    if label != "theta" and top > MAX_ENTRY:
+        raise ParamError(f"family {name}: {call} gave {label} with entries up to {top:.3g}; |entries| must be at "
+                         f"most {MAX_ENTRY:g} (their squares overflow float64)")
     return x.astype(np.float64, copy=False)
 
 
@@ -114,32 +125,82 @@ def shape_dim(shape: tuple[int, ...], label: str) -> int:
     return 2 * shape[-1] if label == "theta" else shape[-1]
 
 
-def check_sample(family: Any, name: str) -> SampleReport:
-    """Draw ``family.sample(default_rng(0), 3, 2)`` and validate it (module docstring); returns the report."""
+def sample_checked(family: Any, name: str, rng: np.random.Generator, n_steps: int, batch: int) -> Any:
+    """``family.sample(rng, n_steps, batch)``, refused with one ``ParamError`` line (module docstring) when the
+    user's code raises (SystemExit included) or returns anything but a step form of shape (batch, n_steps, ...)
+    for the family's dim with finite real entries (|entry| <= MAX_ENTRY)."""
+    if isinstance(family, CheckedFamily):  # check_sample may be handed the engine's view of the family
+        family = family.user_family
+    call = f"sample(rng, n_steps={n_steps}, batch={batch})"
     d = check_int(f"family {name}: dim", getattr(family, "dim", None), 1)
     try:
-        steps = family.sample(np.random.default_rng(0), CHECK_STEPS, CHECK_BATCH)
-    except Exception as err:  # user code: one line naming what failed
-        raise ParamError(f"family {name}: sample(rng, {CHECK_STEPS}, {CHECK_BATCH}) raised "
-                         f"{type(err).__name__}: {err}") from None
+        steps = family.sample(rng, n_steps, batch)
+    except (Exception, SystemExit) as err:  # user code: one line naming what failed
+        raise ParamError(f"family {name}: {call} raised {type(err).__name__}: {err}") from None
     if not isinstance(steps, FORMS):
         raise ParamError(f"family {name}: sample() returned a {type(steps).__name__}; it must return a step form: "
                          "AngleSteps, HouseholderSteps or DenseSteps (accum.simulations.steps)")
-    lead = (CHECK_BATCH, CHECK_STEPS)
+    lead = (batch, n_steps)
     if isinstance(steps, AngleSteps):
         if d % 2:
             raise ParamError(f"family {name}: AngleSteps need an even dim (SO(2) planes), got dim = {d}")
-        _check_array(name, "theta", steps.theta, lead + (d // 2,))
+        _check_array(name, call, "theta", steps.theta, lead + (d // 2,))
+    elif isinstance(steps, HouseholderSteps):
+        _check_array(name, call, "w", steps.w, lead + (d,))
+        _check_array(name, call, "beta", steps.beta, lead)
+    else:
+        _check_array(name, call, "a", steps.a, lead + (d, d))
+    return steps
+
+
+class CheckedFamily:
+    """A user family as the engine sees it (``families.make_family`` builds it for ``module:Class`` names): every
+    ``sample`` goes through ``sample_checked``, so a later draw that raises, changes shape or goes non-finite is one
+    ``ParamError`` line, never a traceback or a silently misread result.  Other attributes are the user's
+    (``user_family``); ``families.family_name`` / ``family_params`` read the user's object."""
+
+    __slots__ = ("user_family", "checked_name")
+
+    def __init__(self, user_family: Any, checked_name: str) -> None:
+        self.user_family, self.checked_name = user_family, checked_name
+
+    @property
+    def dim(self) -> int:
+        return self.user_family.dim
+
+    def sample(self, rng: np.random.Generator, n_steps: int, batch: int) -> Any:
+        return sample_checked(self.user_family, self.checked_name, rng, n_steps, batch)
+
+    def __getattr__(self, attr: str) -> Any:  # only called for attributes not found above
+        if attr.startswith("__") or attr in CheckedFamily.__slots__:
+            raise AttributeError(attr)
+        return getattr(self.user_family, attr)
+
+    def __getstate__(self) -> tuple:
+        return self.user_family, self.checked_name
+
+    def __setstate__(self, state: tuple) -> None:
+        self.user_family, self.checked_name = state
+
+    def __repr__(self) -> str:
+        return repr(self.user_family)
+
+
+def check_sample(family: Any, name: str) -> SampleReport:
+    """Draw ``family.sample(default_rng(0), 3, 2)`` through ``sample_checked`` (module docstring) and measure
+    what the theory assumes; returns the report."""
+    steps = sample_checked(family, name, np.random.default_rng(0), CHECK_STEPS, CHECK_BATCH)
+    d = int(family.dim)
+    if isinstance(steps, AngleSteps):
         return SampleReport("AngleSteps", 0.0, 1.0)
     if isinstance(steps, HouseholderSteps):
-        w = _check_array(name, "w", steps.w, lead + (d,))
-        beta = _check_array(name, "beta", steps.beta, lead)
+        w, beta = steps.w.astype(np.float64), steps.beta.astype(np.float64)
         # A = I - b w w^T: singular values 1 (d - 1 times) and |1 - b |w|^2|; A^T A - I = b (b |w|^2 - 2) w w^T
         sq = np.sum(w * w, axis=-1)
         ortho = float(np.max(np.abs(beta * (beta * sq - 2.0)) * np.max(w * w, axis=-1)))
         top = float(max(1.0, np.max(np.abs(1.0 - beta * sq)))) if d > 1 else float(np.max(np.abs(1.0 - beta * sq)))
         return SampleReport("HouseholderSteps", ortho, top)
-    a = _check_array(name, "a", steps.a, lead + (d, d))
+    a = steps.a.astype(np.float64)
     gram = np.swapaxes(a, -1, -2) @ a
     ortho = float(np.max(np.abs(gram - np.eye(d))))
     if d <= SVD_DIM:

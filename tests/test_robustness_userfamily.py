@@ -25,6 +25,12 @@ BODIES = {
     "raises": "raise RuntimeError('boom')",
     "orthogonal": "return AngleSteps(rng.normal(size=(batch, n_steps, self.dim // 2)))",
     "contractive": "return DenseSteps(0.5 * np.broadcast_to(np.eye(self.dim), (batch, n_steps, self.dim, self.dim)).copy())",
+    "expanding": "return DenseSteps(1.5 * np.broadcast_to(np.eye(self.dim), (batch, n_steps, self.dim, self.dim)).copy())",
+    "huge": "return DenseSteps(1e200 * np.broadcast_to(np.eye(self.dim), (batch, n_steps, self.dim, self.dim)).copy())",
+    "exits": "raise SystemExit(0)",
+    # the first sample (batch 2, 3 steps) is fine; later draws are not
+    "late_raise": "return AngleSteps(rng.normal(size=(batch, n_steps, self.dim // 2))) if batch == 2 else 1 / 0",
+    "late_shape": "return AngleSteps(rng.normal(size=(batch, n_steps + (batch != 2), self.dim // 2)))",
 }
 
 
@@ -53,13 +59,18 @@ def write_module(folder, name: str, body: str) -> str:
     ("nan", "non-finite value(s)"),
     ("ints", "dtype int64; a real floating dtype"),
     ("raises", "raised RuntimeError: boom"),
+    ("huge", "entries up to 1e+200; |entries| must be at most 1e+150"),
+    ("exits", "raised SystemExit: 0"),
+    ("late_raise", "raised ZeroDivisionError: division by zero"),  # every draw is checked, not only the first
+    ("late_shape", "gave theta of shape"),
 ])
-@pytest.mark.parametrize("command", ["measure", "check"])
+@pytest.mark.parametrize("command", ["measure", "check", "verify"])
 def test_bad_user_family_is_one_line_exit_2(kind, message, command, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)       # the module sits in the current folder only: no PYTHONPATH
     family = write_module(tmp_path, f"fam_{kind}_{command}", BODIES[kind])
-    argv = (["measure", "coherence", "--family", family, "--opt", "steps=3", "--opt", "samples=10"]
-            if command == "measure" else ["check", family, "--samples", "100"])
+    argv = {"measure": ["measure", "coherence", "--family", family, "--opt", "steps=3", "--opt", "samples=10"],
+            "check": ["check", family, "--samples", "100"],
+            "verify": ["verify", "--quick", "--family", family, "--workers", "1"]}[command]
     assert main([*argv, "--json", "out.json"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0] and "Traceback" not in err[0], err
@@ -93,3 +104,39 @@ def test_good_user_family_from_the_current_folder_runs_and_is_reported(kind, ver
     record = json.loads((tmp_path / "r.json").read_text())
     assert record["family_check"]["largest_singular_value"] == pytest.approx(float(top))
     assert json.loads(captured.out)["n"] == 10
+
+
+def test_expanding_user_family_is_checked_and_verified_without_a_traceback(tmp_path, monkeypatch, capsys):
+    """1.5 I: no first-moment gap, not norm-bounded, so no claim applies; check says why (exit 1), and verify says
+    that nothing was verified rather than PASS over no evidence."""
+    monkeypatch.chdir(tmp_path)
+    family = write_module(tmp_path, "fam_expanding", BODIES["expanding"])
+    assert main(["check", family, "--samples", "100"]) == 1
+    out = capsys.readouterr().out
+    assert "C4 does not apply: steps can expand norms" in out and "spectral-gap condition: FAILS" in out
+    assert main(["verify", "--quick", "--family", family, "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "NOTHING VERIFIED" in out and "report PASS" not in out and "C4 not run: steps can expand norms" in out
+
+
+def test_checked_family_is_the_users_family_to_the_engine(tmp_path, monkeypatch):
+    """make_family hands out a CheckedFamily: same name, parameters, attributes and draws as the user's object,
+    and it pickles (process pools, Dask)."""
+    import pickle
+
+    import numpy as np
+
+    from accum.simulations.families import family_name, family_params, make_family
+    from accum.simulations.userfamily import CheckedFamily
+
+    monkeypatch.chdir(tmp_path)
+    family = write_module(tmp_path, "fam_wrapped", BODIES["orthogonal"])
+    fam = make_family(family)
+    assert isinstance(fam, CheckedFamily) and type(fam.user_family).__name__ == "Fam"
+    assert family_name(fam) == family and family_params(fam) == {"dim": 4} and fam.dim == 4
+    again = pickle.loads(pickle.dumps(fam))
+    a, b = (f.sample(np.random.default_rng(3), 5, 7).theta for f in (fam, again))
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(a, fam.user_family.sample(np.random.default_rng(3), 5, 7).theta)
+    with pytest.raises(AttributeError):
+        fam.no_such_attribute

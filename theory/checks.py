@@ -53,8 +53,8 @@ independent steps   the one-step conditions speak about products only for i.i.d.
                     where the family has one (built-in token laws), and reported as not certified otherwise.
 
 A skipped condition is shown as "skip" and never fails a claim.  Claims (verdict): C1, C2, C3 need the first-moment gap, non-lattice angles (where angles exist) and
-independent steps (or the theory's product rate); C4 needs the second-moment gap, kappa < 1 and non-lattice
-angles; C5's bound (near weight <= 1/(1 + N e^{-2S})) applies to every norm-bounded family -- no rotation
+independent steps (or the theory's product rate); C4 needs norm-bounded steps, the second-moment gap, kappa < 1
+and non-lattice angles; C5's bound (near weight <= 1/(1 + N e^{-2S})) applies to every norm-bounded family -- no rotation
 escapes it; C6 needs C1 and norm-bounded steps.
 """
 
@@ -833,10 +833,12 @@ def verdict(conds: dict[str, Condition], theory: dict | None = None) -> tuple[di
         "C3": {"applies": c1, "why": "stationary steps with a gap: the suppression profile depends on Delta only" if c1 else "needs C1"},
     }
     gap2 = conds["second-moment-gap"]
-    gap2_why = gap2.detail if gap2.detail.startswith("every") else f"g2 = {gap2.value:.4g}, not < 1 by k se"
+    gap2_why = (gap2.detail if gap2.value is None or gap2.detail.startswith("every")
+                else f"g2 = {gap2.value:.4g}, not < 1 by k se")
     reasons_c4 = [r for r, bad in (
         (f"no second-moment gap off the fixed space ({gap2_why})", failed("second-moment-gap")),
         ("a unit probe stays coherent (kappa = 1)", failed("coherent-direction")),
+        ("steps can expand norms (the second-moment argument needs ||A|| <= 1)", failed("norm-bounded")),
         ("angle law without spread: " + conds["non-lattice"].detail.rpartition("; ")[2], failed("non-lattice")))
         if bad]
     tested = skipped(("second-moment-gap", "coherent-direction"))
