@@ -242,8 +242,8 @@ def resolve_job(quantity: str, family: str, family_args: dict, options: dict) ->
     """Validate a job before running it: known quantity, valid family parameters, valid options, and for a
     built-in family an estimated peak memory within ``MAX_MEMORY_BYTES`` (``check_job_memory``).
 
-    A user family is only imported and constructed here (sweeps plan in their driving process); its first
-    sample and memory are checked by ``plan_measurement``, in the process that runs the job, before any work.
+    A user family is only imported and constructed here; its first sample and memory are checked by
+    ``plan_measurement`` (which sweeps also call for every grid point before any job runs).
     """
     if quantity not in QUANTITIES:
         raise ParamError(f"unknown quantity {quantity!r}; known: {', '.join(QUANTITIES)}")

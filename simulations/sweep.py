@@ -6,8 +6,8 @@ The cartesian product of the axes, times the replicates, gives the jobs.
 
 Guarantees:
 
-* Every job is validated with ``measure.resolve_job`` before any job runs; a bad grid raises ``GridError``
-  naming the grid entry.
+* Every job is validated with ``measure.plan_measurement`` before any job runs (for a user family: its first
+  sample and the memory of its step form too); a bad grid raises ``GridError`` naming the grid entry.
 * Job j's result lives in ``OUTPUT/<hash_j>.json``, ``hash_j = sha256(canonical JSON of key_j)`` with
   ``key_j = {config, root_seed, replicate, seed, code}`` (``job_key``).  Files are written atomically by
   the process that drives the sweep, as each job finishes.
@@ -45,7 +45,7 @@ import scipy
 from tqdm import tqdm
 
 from .families import family_name, family_params
-from .measure import QUANTITIES, measure, resolve_job
+from .measure import QUANTITIES, measure, plan_measurement
 from .params import ParamError
 from .results import (ResultError, atomic_write_json, check_output_path, jsonable, make_output_dir, package_version,
                       read_record)
@@ -335,7 +335,7 @@ def _describe(values: dict[str, Any]) -> str:
 def plan(grid: Grid) -> list[Job]:
     """Every job of the grid in canonical order (family tables, their params, options, replicates).
 
-    Each (family, params, options) point is validated with ``resolve_job`` first; the first invalid one
+    Each (family, params, options) point is validated with ``plan_measurement`` first; the first invalid one
     raises ``GridError`` naming it, before anything runs.  Two points resolving to the same job are an error.
     """
     points = []
@@ -344,7 +344,8 @@ def plan(grid: Grid) -> list[Job]:
             for options in _points(grid.options):
                 where = f"family[{i}] {fam.name} ({_describe(params)}), options ({_describe(options)})"
                 try:
-                    _, family, opts = resolve_job(grid.quantity, fam.name, params, options)
+                    planned = plan_measurement(grid.quantity, fam.name, params, options)
+                    family, opts = planned.family, planned.options
                 except (ValueError, TypeError) as err:
                     raise GridError(f"{grid.source}: {where}: {err}") from None
                 # Given values first: a user family without dataclass fields keeps its given parameters.
