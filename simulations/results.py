@@ -15,6 +15,7 @@ import json
 import math
 import os
 import platform
+import stat
 import tempfile
 from importlib import metadata
 from pathlib import Path
@@ -62,27 +63,45 @@ def jsonable(obj: Any, where: str = "") -> Any:
 def check_output_path(path: str | os.PathLike, option: str, directory: bool = False) -> Path:
     """Refuse, before any work is done, an output ``path`` that cannot be written; ``ParamError`` names ``option``.
 
-    A file path must not end in a separator nor be a directory; a directory path must not be a file, and must be writable if it
-    exists; the nearest existing ancestor must be a writable directory (missing folders below it are created
-    when the result is written).
+    A file path must not end in a separator and, if it exists, must be a regular file (not a directory, device,
+    fifo or socket, which the final ``os.replace`` would replace); a directory path must not be a file, and
+    must be writable if it exists; the nearest existing ancestor must be a writable directory (missing folders
+    below it are created when the result is written).  A path the system cannot even look up (a name too
+    long) is refused too.
     """
     if not str(path).strip():
         raise ParamError(f"{option}: empty path")
     if not directory and str(path).endswith((os.sep, "/")):
         raise ParamError(f"{option} {path}: ends in a path separator; give a file path (e.g. {path}result.json)")
     path = Path(path)
-    if directory and path.exists() and not path.is_dir():
+    mode = _file_mode(path, option)
+    if directory and mode is not None and not stat.S_ISDIR(mode):
         raise ParamError(f"{option} {path}: exists and is not a directory")
-    if not directory and path.is_dir():
+    if not directory and mode is not None and stat.S_ISDIR(mode):
         raise ParamError(f"{option} {path}: is a directory; give a file path")
-    ancestor = next(p for p in (path.parent, *path.parent.parents) if p.exists())
+    if not directory and mode is not None and not stat.S_ISREG(mode):
+        raise ParamError(f"{option} {path}: exists and is not a regular file (a device, fifo or socket); "
+                         "give a file path")
+    ancestor = next(p for p in (path.parent, *path.parent.parents) if _file_mode(p, option) is not None)
     if not ancestor.is_dir():
         raise ParamError(f"{option} {path}: {ancestor} is not a directory")
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise ParamError(f"{option} {path}: {ancestor} is not writable")
-    if directory and path.is_dir() and not os.access(path, os.W_OK | os.X_OK):
+    if directory and mode is not None and not os.access(path, os.W_OK | os.X_OK):
         raise ParamError(f"{option} {path}: the directory is not writable")
     return path
+
+
+def _file_mode(path: Path, option: str) -> int | None:
+    """``st_mode`` of ``path`` (links followed), or None where nothing is there (or a file stands where a
+    folder is expected); any other failure to look it up (a name too long, no permission) is a ``ParamError``
+    naming ``option``."""
+    try:
+        return path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as err:
+        raise ParamError(f"{option} {path}: cannot use this path ({err.strerror or err})") from None
 
 
 def make_output_dir(path: str | os.PathLike, option: str) -> Path:

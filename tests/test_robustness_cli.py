@@ -1,6 +1,7 @@
 """Issue 14 on the command line: non-finite results, output paths, re-running a saved result, --threads."""
 
 import os
+import stat
 
 import pytest
 from threadpoolctl import threadpool_info
@@ -50,6 +51,31 @@ def test_unwritable_output_is_refused_before_any_work(command, path, message, tm
     monkeypatch.setattr("accum.theory.cli.check", lambda *a, **k: pytest.fail("work ran"))
     assert main([*command, "--json", path.format(tmp=tmp_path)]) == 2
     assert message in one_error_line(capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", [
+    ["measure", "coherence", "--family", "householder", "--opt", "steps=3", "--opt", "samples=10"],
+    ["check", "householder", "--samples", "100"],
+    ["verify", "--quick"],
+    ["bench"],
+])
+def test_an_existing_output_that_is_not_a_regular_file_is_left_alone(command, tmp_path, capsys, monkeypatch):
+    for work in ("accum.simulations.cli.run_plan", "accum.theory.cli.check", "accum.verify.run_report",
+                 "accum.simulations.bench.run_benchmarks"):
+        monkeypatch.setattr(work, lambda *a, **k: pytest.fail("work ran"))
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)                           # stands for /dev/null: os.replace would put a regular file there
+    assert main([*command, "--json", str(fifo)]) == 2
+    assert f"--json {fifo}: exists and is not a regular file" in one_error_line(capsys)
+    assert os.listdir(tmp_path) == ["pipe"] and stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_a_file_name_too_long_is_refused_naming_the_option(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("accum.simulations.cli.run_plan", lambda *a, **k: pytest.fail("work ran"))
+    assert main(["measure", "coherence", "--family", "householder", "--json", str(tmp_path / ("a" * 300))]) == 2
+    line = one_error_line(capsys)
+    assert line.startswith("accum measure: error: --json ") and "File name too long" in line
     assert list(tmp_path.iterdir()) == []
 
 
