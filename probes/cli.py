@@ -27,14 +27,14 @@ import torch
 
 from accum.probes import stats
 from accum.probes.evaluate import EvalConfig
-from accum.probes.io import read_json, write_json
+from accum.probes.io import json_text, read_json
 from accum.probes.model import ARMS
 from accum.probes.presets import PRESETS, preset
 from accum.probes.sweep import (EVAL_RESULTS, SweepConfig, check_analysis, evaluate_run, markdown_table, run_order,
                                 run_sweep)
 from accum.probes.train import WEIGHTS, TrainConfig, check_train_memory, load_data, train
 from accum.simulations.params import ParamError, check_int
-from accum.simulations.results import ResultError, check_output_path
+from accum.simulations.results import ResultError, prove_writable_dirs, reserve_output
 
 
 def _add_dataclass_options(parser: argparse.ArgumentParser, cls, skip: tuple[str, ...] = ()) -> None:
@@ -152,7 +152,7 @@ def check_device(device: str) -> str:
 
 
 def check_common(args: argparse.Namespace) -> str:
-    """--threads in [1, MAX_THREADS], --device, --data-dir (a writable cache folder); returns the device."""
+    """--threads in [1, MAX_THREADS], --device, --data-dir (a cache folder, proven writable); returns the device."""
     check_int("--threads", args.threads, 1, MAX_THREADS)
     if getattr(args, "preset", "cpu") not in PRESETS:
         raise ParamError(f"--preset must be one of {', '.join(PRESETS)}, got {args.preset!r}")
@@ -160,7 +160,7 @@ def check_common(args: argparse.Namespace) -> str:
     if limit is not None and not (limit == limit and 0 < limit <= 2**20):
         raise ParamError(f"--max-memory-gb must be a number in (0, {2**20}], got {limit!r}")
     if args.data_dir is not None:
-        check_output_path(args.data_dir, "--data-dir", directory=True)
+        prove_writable_dirs({"--data-dir": args.data_dir})
     return check_device(args.device)
 
 
@@ -201,7 +201,7 @@ def run_train(args: argparse.Namespace, device: str) -> None:
     flags = command_flags("train")
     cfg = build(TrainConfig, args, flags, preset(args.preset)["train"])
     check_memory(cfg, args, flags)
-    out = check_output_path(args.out, "--out", directory=True)
+    out = prove_writable_dirs({"--out": args.out})[0]  # refused before any data is read
     res = train(cfg, out, cache_dir=args.data_dir, device=device, threads=args.threads,
                 progress=not args.no_progress)
     print(f"{out}: {res['step']} steps, {res['tokens_seen']} tokens, loss {res['final_train_loss']:.4f}")
@@ -211,12 +211,12 @@ def run_eval(args: argparse.Namespace, device: str) -> None:
     eval_cfg = build(EvalConfig, args, command_flags("eval"), {})
     check_analysis(args.analysis_multiplier, args.analysis_windows)  # a ParamError; run() names the flag
     train_cfg = finished_run_config(args.run_dir)
-    if args.json is not None:
-        check_output_path(args.json, "--json")
-    data, _ = load_data(train_cfg, args.data_dir)
-    res = evaluate_run(args.run_dir, data, eval_cfg, args.analysis_multiplier, args.analysis_windows, device,
-                       args.threads)
-    write_json(args.json or args.run_dir / EVAL_RESULTS, res)
+    target, option = (args.run_dir / EVAL_RESULTS, "--run") if args.json is None else (args.json, "--json")
+    with reserve_output(target, option) as out:  # refused before any data is read
+        data, _ = load_data(train_cfg, args.data_dir)
+        res = evaluate_run(args.run_dir, data, eval_cfg, args.analysis_multiplier, args.analysis_windows, device,
+                           args.threads)
+        out.write_text(json_text(res))
     for r in res["lengths"]:
         print(f"L={r['length']:6d}  ppl {r['ppl']:.3f}")
 
@@ -232,7 +232,7 @@ def run_probe_sweep(args: argparse.Namespace, device: str) -> None:
     check_memory(train_cfg, args, flags)
     shard = parse_shard(args.shard)
     run_order(cfg, args.order)  # a bad --order is refused before any work
-    out = check_output_path(args.out, "--out", directory=True)
+    out = prove_writable_dirs({"--out": args.out})[0]
     res = run_sweep(cfg, out, cache_dir=args.data_dir, device=device, threads=args.threads,
                     progress=not args.no_progress, shard=shard, order=args.order)
     print(res["table_markdown"], end="")

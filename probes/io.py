@@ -40,8 +40,14 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
+def json_text(obj: dict) -> str:
+    """The text of a probe result file: indented JSON with sorted keys."""
+    return json.dumps(obj, indent=2, sort_keys=True) + "\n"
+
+
 def write_json(path: Path, obj: dict) -> None:
-    write_atomic(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+    """``obj`` as ``json_text`` in ``path``, atomically (``write_atomic``)."""
+    write_atomic(path, json_text(obj).encode())
 
 
 def read_json(path: Path) -> dict:

@@ -24,6 +24,7 @@ Ratios, not absolute times, are the result: they transfer between machines far b
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import time
 from typing import Callable
@@ -36,7 +37,7 @@ from . import estimators as est
 from . import reference
 from .families import make_family
 from .params import check_int
-from .results import atomic_write_json, check_output_path, make_record
+from .results import make_record, reserve_output
 
 
 def best_time(fn: Callable[[], object], repeats: int) -> float:
@@ -194,19 +195,20 @@ def add_bench(sub: argparse._SubParsersAction) -> None:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    if args.json is not None:
-        check_output_path(args.json, "--json")
-    start = time.perf_counter()
+    """Check the options, reserve the --json file (refused before any work), run, print, write the record."""
     check_int("--repeats", args.repeats, 1, 100)
     check_int("--threads", args.threads, 1, os.cpu_count() or 1)  # at most the cores here
-    rows, threads = run_benchmarks(args.repeats, threads=args.threads)
-    print(f"threads: {args.threads} (numpy/BLAS/OpenMP via threadpoolctl, torch {threads['torch_threads']})")
-    for r in rows:
-        cmp = "<=" if r["kind"] == "slowdown" else ">="
-        verdict = "info" if r["meets"] is None else "ok  " if r["meets"] else "MISS"
-        target = "(context, no target)" if r["target"] is None else f"(target {cmp} {r['target']:g})"
-        print(f"{verdict} {r['ratio']:8.2f}  {target:<20}  {r['name']}")
-    if args.json is not None:
-        config = {"repeats": args.repeats, "cpu_count": os.cpu_count(), "threads": args.threads, "thread_settings": threads}
-        atomic_write_json(args.json, make_record("bench", config, {"ratios": rows}, 0, {"seconds": time.perf_counter() - start}))
+    with reserve_output(args.json, "--json") if args.json is not None else contextlib.nullcontext() as out:
+        start = time.perf_counter()
+        rows, threads = run_benchmarks(args.repeats, threads=args.threads)
+        print(f"threads: {args.threads} (numpy/BLAS/OpenMP via threadpoolctl, torch {threads['torch_threads']})")
+        for r in rows:
+            cmp = "<=" if r["kind"] == "slowdown" else ">="
+            verdict = "info" if r["meets"] is None else "ok  " if r["meets"] else "MISS"
+            target = "(context, no target)" if r["target"] is None else f"(target {cmp} {r['target']:g})"
+            print(f"{verdict} {r['ratio']:8.2f}  {target:<20}  {r['name']}")
+        if out is not None:
+            config = {"repeats": args.repeats, "cpu_count": os.cpu_count(), "threads": args.threads,
+                      "thread_settings": threads}
+            out.write_json(make_record("bench", config, {"ratios": rows}, 0, {"seconds": time.perf_counter() - start}))
     return 0

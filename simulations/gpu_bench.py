@@ -12,6 +12,7 @@ GPU, the README says so: no figure here comes from a GPU.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -23,7 +24,7 @@ from . import backend_torch as bt
 from . import estimators as est
 from .families import make_family
 from .params import ParamError, check_int
-from .results import atomic_write_json, check_output_path
+from .results import reserve_output
 
 
 def synchronize(device: torch.device) -> None:
@@ -88,15 +89,14 @@ def main(argv: list[str] | None = None) -> int:
             check_int(name, getattr(args, name[2:]), 1)
         if args.dim % 2 or args.samples < 2:
             raise ParamError(f"--dim must be even and --samples >= 2, got {args.dim} and {args.samples}")
-        if args.json:
-            check_output_path(args.json, "--json")
-        out = run(args.device, args.dim, args.far, args.samples, args.chunk)
+        with reserve_output(args.json, "--json") if args.json else contextlib.nullcontext() as saved:
+            out = run(args.device, args.dim, args.far, args.samples, args.chunk)
+            print(json.dumps(out, indent=1))
+            if saved is not None:
+                saved.write_json(out)
     except ParamError as err:
         print(f"gpu_bench: error: {err}", file=sys.stderr)
         return 2
-    print(json.dumps(out, indent=1))
-    if args.json:
-        atomic_write_json(args.json, out)
     return 0
 
 

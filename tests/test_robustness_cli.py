@@ -45,10 +45,11 @@ def test_check_with_an_overflowing_parameter_is_one_line(tmp_path, capsys):
 @pytest.mark.parametrize("command", [
     ["measure", "coherence", "--family", "householder", "--opt", "steps=3", "--opt", "samples=10"],
     ["check", "householder", "--samples", "100"],
+    ["bench"],
 ])
 def test_unwritable_output_is_refused_before_any_work(command, path, message, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("accum.simulations.cli.run_plan", lambda *a, **k: pytest.fail("work ran"))
-    monkeypatch.setattr("accum.theory.cli.check", lambda *a, **k: pytest.fail("work ran"))
+    for work in ("accum.simulations.cli.run_plan", "accum.theory.cli.check", "accum.simulations.bench.run_benchmarks"):
+        monkeypatch.setattr(work, lambda *a, **k: pytest.fail("work ran"))
     assert main([*command, "--json", path.format(tmp=tmp_path)]) == 2
     assert message in one_error_line(capsys)
     assert list(tmp_path.iterdir()) == []

@@ -71,6 +71,11 @@ REFUSED = {
                                     ["--analysis-multiplier"]),
     "sweep tokens per batch zero": (["sweep", "--out", "{tmp}/s", "--tokens-per-batch", "0"], ["--tokens-per-batch"]),
     "sweep out below a file": (["sweep", "--out", "{tmp}/afile/s"], ["--out {tmp}/afile/s", "not a directory"]),
+    "train out not writable": (["train", "--out", "/proc/accum-r", "--steps", "1"], ["--out /proc/accum-r"]),
+    "sweep out not writable": (["sweep", "--out", "/proc/accum-s"], ["--out /proc/accum-s"]),
+    "eval json not writable": (["eval", "--run", "{tmp}/run", "--json", "/proc/accum-e.json"], ["--json /proc/accum-e.json"]),
+    "train data-dir not writable": (["train", "--out", "{tmp}/r", "--data-dir", "/proc/accum-d"], ["--data-dir /proc/accum-d"]),
+    "eval data-dir not writable": (["eval", "--run", "{tmp}/run", "--data-dir", "/proc/accum-d"], ["--data-dir /proc/accum-d"]),
 }
 
 
