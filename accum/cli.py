@@ -6,7 +6,7 @@ turns failures into one line on stderr:
 
 * bad input (``ParamError``, ``ResultError``, an unparsable command line): exit status 2;
 * an ``OSError`` while writing (disk full, permissions changed): exit status 1;
-* Ctrl-C: "interrupted" (with what was kept, for sweeps and figures), exit status 130.
+* Ctrl-C or SIGTERM: "interrupted" (with what was kept, for sweeps and figures), exit status 130.
 
 No traceback reaches the user for any of these, and no result file is ever left half-written.
 """
@@ -18,7 +18,8 @@ import importlib
 import sys
 from typing import Sequence
 
-from accum.runtime import EXIT_INTERRUPTED, Interrupted, check_threads, thread_limits, usable_cores
+from accum.runtime import (EXIT_INTERRUPTED, Interrupted, check_threads, terminate_as_interrupt, thread_limits,
+                           usable_cores)
 from accum.simulations import cli as sim_cli
 from accum.simulations.params import ParamError
 from accum.simulations.results import ResultError
@@ -101,9 +102,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv else None
     try:
-        if command in LAZY:  # their own parser sees every argument, --help included
-            return run_lazy(command, argv[1:])
-        return run_command(build_parser().parse_args(argv))
+        with terminate_as_interrupt():  # SIGTERM cleans up as Ctrl-C does
+            if command in LAZY:  # their own parser sees every argument, --help included
+                return run_lazy(command, argv[1:])
+            return run_command(build_parser().parse_args(argv))
     except Interrupted as err:  # the command says what it kept
         print(f"accum {command}: {err}", file=sys.stderr)
         return EXIT_INTERRUPTED

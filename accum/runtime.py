@@ -7,13 +7,16 @@ machine pass ``--threads 1`` so BLAS pools do not oversubscribe the cores and st
 
 Interrupts: a command that keeps partial work (a sweep, the figures' measurements) raises ``Interrupted``
 with the line to print ("interrupted; N of M jobs kept in DIR"); ``accum.cli`` prints it (or plain
-"interrupted") and exits with ``EXIT_INTERRUPTED`` = 130 (128 + SIGINT), as shells do.
+"interrupted") and exits with ``EXIT_INTERRUPTED`` = 130 (128 + SIGINT), as shells do.  SIGTERM (``kill``,
+a batch scheduler's time limit) is treated as Ctrl-C (``terminate_as_interrupt``), so the same cleanup runs
+and no temporary file is left.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 from typing import Any, Iterator
 
@@ -27,6 +30,22 @@ MAX_THREADS = 1024
 
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C, with the one line that says what was kept (``str(err)``)."""
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    """Signal handler: raise ``KeyboardInterrupt`` where the program is, as Ctrl-C does."""
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """Run the block with SIGTERM raising ``KeyboardInterrupt`` (as SIGINT does); the previous handler is
+    restored after it."""
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def usable_cores() -> int:

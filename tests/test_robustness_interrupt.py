@@ -1,4 +1,4 @@
-"""Issue 14, interrupts: Ctrl-C (SIGINT) prints one line, exits 130, no traceback, no half-written file."""
+"""Issue 14, interrupts: Ctrl-C (SIGINT) or SIGTERM prints one line, exits 130, no traceback, no half-written file."""
 
 import os
 import signal
@@ -14,8 +14,9 @@ from accum.cli import main
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def interrupt_when(argv: list[str], ready, cwd: Path, timeout: float = 60.0) -> tuple[int, str, float]:
-    """Start ``accum argv`` in its own process group, wait until ``ready()`` (the work has started), send SIGINT
+def interrupt_when(argv: list[str], ready, cwd: Path, timeout: float = 60.0,
+                   sig: int = signal.SIGINT) -> tuple[int, str, float]:
+    """Start ``accum argv`` in its own process group, wait until ``ready()`` (the work has started), send ``sig``
     to the group as a terminal's Ctrl-C does (pool workers included); returns (exit status, stderr, seconds
     from the signal to the exit)."""
     proc = subprocess.Popen([sys.executable, "-m", "accum.cli", *argv], cwd=cwd, env=ENV, start_new_session=True,
@@ -28,7 +29,7 @@ def interrupt_when(argv: list[str], ready, cwd: Path, timeout: float = 60.0) -> 
         time.sleep(0.05)
     time.sleep(0.3)
     sent = time.monotonic()
-    os.killpg(proc.pid, signal.SIGINT)
+    os.killpg(proc.pid, sig)
     try:
         _, err = proc.communicate(timeout=30)
     except subprocess.TimeoutExpired:
@@ -37,12 +38,13 @@ def interrupt_when(argv: list[str], ready, cwd: Path, timeout: float = 60.0) -> 
     return proc.returncode, err, time.monotonic() - sent
 
 
-def test_interrupted_measure_leaves_nothing(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_interrupted_measure_leaves_nothing(sig, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     argv = ["measure", "coherence", "--family", "householder", "--opt", "steps=64", "--opt", "samples=200000000",
             "--json", str(out / "r.json"), "--threads", "1"]
-    rc, err, seconds = interrupt_when(argv, lambda: any(p.suffix == ".tmp" for p in out.iterdir()), tmp_path)
+    rc, err, seconds = interrupt_when(argv, lambda: any(p.suffix == ".tmp" for p in out.iterdir()), tmp_path, sig=sig)
     assert rc == 130 and err.strip().splitlines() == ["accum measure: interrupted"], err
     assert list(out.iterdir()) == []          # the reserved temporary file is gone, no result written
     assert seconds < 20.0                     # honoured within one estimator batch, not after the hours of 2e8 samples
@@ -73,9 +75,11 @@ def test_every_command_turns_ctrl_c_into_one_line(command, target, argv, monkeyp
 
     monkeypatch.setattr(target, interrupted)
     monkeypatch.chdir(tmp_path)
+    handler = signal.getsignal(signal.SIGTERM)
     assert main([*argv, "--json", "r.json"]) == 130
     assert capsys.readouterr().err.strip().splitlines() == [f"accum {command}: interrupted"]
     assert list(tmp_path.iterdir()) == []
+    assert signal.getsignal(signal.SIGTERM) is handler        # main's SIGTERM handler is not left behind
 
 
 def test_interrupted_figures_count_the_kept_measurements(monkeypatch, capsys, tmp_path):
