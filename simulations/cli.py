@@ -14,7 +14,7 @@ from .bench import add_bench
 from .families import FAMILIES
 from .measure import QUANTITIES, config_from_record, plan_measurement, run_plan
 from .params import ParamError, check_seed, parse_assignments
-from .results import jsonable, read_record, reserve_output
+from .results import ResultError, jsonable, read_record, reserve_output
 from .sweep import is_finished, load_grid, plan
 from .sweep import run_command as run_sweep_command
 from .userfamily import SampleReport
@@ -64,7 +64,17 @@ def measure_job(args: argparse.Namespace) -> tuple[str, str, dict, dict, int]:
                                       ("--opt", args.opt), ("--seed", args.seed)) if value is not None]
     if given:
         raise ParamError(f"--from re-runs a saved config exactly; leave out {', '.join(given)}")
-    return config_from_record(read_record(args.from_record), args.from_record)
+    return config_from_record(read_from_record(args.from_record), args.from_record)
+
+
+def read_from_record(path: str) -> dict:
+    """The saved record of ``--from PATH`` (``read_record``); every refusal names --from."""
+    if not path.strip():
+        raise ParamError("--from: empty path")
+    try:
+        return read_record(path)
+    except ResultError as err:
+        raise ResultError(f"--from {err}") from None
 
 
 def run_measure(args: argparse.Namespace) -> int:

@@ -243,7 +243,7 @@ def read_record(path: str | os.PathLike) -> dict:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
-        record = json.loads(text, parse_constant=_refuse_constant)
+        record = json.loads(text)
     except FileNotFoundError:
         raise ResultError(f"{path}: no such result file") from None
     except IsADirectoryError:
@@ -254,13 +254,25 @@ def read_record(path: str | os.PathLike) -> dict:
         raise ResultError(f"{path}: cannot read ({err.strerror or err})") from None
     if not isinstance(record, dict) or record.get("schema") != SCHEMA or any(k not in record for k in REQUIRED):
         raise ResultError(f"{path}: not an accum result (schema {SCHEMA} with keys {', '.join(REQUIRED)})")
+    where = _nonfinite_number(record)
+    if where is not None:
+        raise ResultError(f"{path}: {where} is not a finite number (NaN, Infinity or out of range); "
+                          "a result holds finite numbers only")
     if _has_nonfinite_string(record["result"]):
         raise ResultError(f"{path}: holds a non-finite value written as a string (from an older accum); rerun it")
     return record
 
 
-def _refuse_constant(name: str) -> Any:
-    raise json.JSONDecodeError(f"non-finite constant {name}", name, 0)
+def _nonfinite_number(obj: Any, where: str = "") -> str | None:
+    """The key path (e.g. ``result.mean[3]``) of the first NaN or infinite float in ``obj`` (as json reads the
+    literals NaN / Infinity and numbers too large for a float, such as 1e999), or None if there is none."""
+    if isinstance(obj, dict):
+        found = (_nonfinite_number(v, f"{where}.{k}" if where else str(k)) for k, v in obj.items())
+    elif isinstance(obj, list):
+        found = (_nonfinite_number(v, f"{where}[{i}]") for i, v in enumerate(obj))
+    else:
+        return where if isinstance(obj, float) and not math.isfinite(obj) else None
+    return next((w for w in found if w is not None), None)
 
 
 def _has_nonfinite_string(obj: Any) -> bool:

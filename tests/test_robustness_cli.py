@@ -102,7 +102,12 @@ def test_measure_from_a_saved_result_reruns_it_exactly(tmp_path, capsys):
     assert main(["measure", "--from", str(first), "--seed", "3"]) == 2
     assert "leave out --seed" in one_error_line(capsys)
     assert main(["measure", "--from", str(tmp_path / "missing.json")]) == 2
-    assert "no such result file" in one_error_line(capsys)
+    assert f"--from {tmp_path / 'missing.json'}: no such result file" in one_error_line(capsys)
+    assert main(["measure", "--from", ""]) == 2
+    assert "--from: empty path" in one_error_line(capsys)
+    first.write_text(first.read_text().replace('"n": 9', '"n": 1e999'))
+    assert main(["measure", "--from", str(first)]) == 2
+    assert f"--from {first}: result.n is not a finite number" in one_error_line(capsys)
     assert main(["measure", "--family", "haar"]) == 2
     assert "give QUANTITY and --family, or --from" in one_error_line(capsys)
 

@@ -31,6 +31,10 @@ def test_read_record_refuses_nonfinite_literals_and_strings(tmp_path):
             read_record(path)
     with pytest.raises(ResultError, match="is a directory"):
         read_record(tmp_path)
+    for value in ("NaN", "-Infinity", "1e999", "-1e999"):                # json reads each as a float
+        path.write_text(json.dumps({**good, "result": {"mean": [1.0, "X"]}}).replace('"X"', value))
+        with pytest.raises(ResultError, match=rf"v\.json: result\.mean\[1\] is not a finite number"):
+            read_record(path)
 
 
 def test_reserve_output_creates_the_temp_file_first_and_cleans_up(tmp_path):
