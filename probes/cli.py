@@ -30,8 +30,8 @@ from accum.probes.evaluate import EvalConfig
 from accum.probes.io import json_text, read_json
 from accum.probes.model import ARMS
 from accum.probes.presets import PRESETS, preset
-from accum.probes.sweep import (EVAL_RESULTS, SweepConfig, check_analysis, evaluate_run, markdown_table, run_order,
-                                run_sweep)
+from accum.probes.sweep import (EVAL_RESULTS, SweepConfig, check_analysis, check_summary, evaluate_run, markdown_table,
+                                run_order, run_sweep)
 from accum.probes.train import WEIGHTS, TrainConfig, check_train_memory, load_data, train
 from accum.simulations.params import ParamError, check_int
 from accum.simulations.results import ResultError, prove_writable_dirs, reserve_output
@@ -252,20 +252,25 @@ def run_report(args: argparse.Namespace, device: str) -> None:
 
 
 def load_sweep(path: Path) -> dict:
-    """A sweep.json written by ``accum probe sweep``; ``ParamError`` naming --sweep otherwise."""
+    """A sweep.json written by ``accum probe sweep``: ``ParamError`` naming --sweep if it is not one,
+    ``ResultError`` naming --sweep and the field if its runs do not fit its config (``check_summary``)."""
     if not path.is_file():
         raise ParamError(f"--sweep {path}: no such file (a sweep.json from `accum probe sweep`)")
     try:
         sweep = read_json(path)
         cfg = sweep["config"]
-        SweepConfig(train=TrainConfig.from_dict(cfg["train"]),
-                    eval=EvalConfig(**{**cfg["eval"], "multipliers": tuple(cfg["eval"]["multipliers"])}),
-                    arms=tuple(cfg["arms"]), seeds=tuple(cfg["seeds"]))
+        config = SweepConfig(train=TrainConfig.from_dict(cfg["train"]),
+                             eval=EvalConfig(**{**cfg["eval"], "multipliers": tuple(cfg["eval"]["multipliers"])}),
+                             arms=tuple(cfg["arms"]), seeds=tuple(cfg["seeds"]))
         absent = [key for key in ("runs", "missing", "verdicts") if key not in sweep]
         if absent:
             raise KeyError(", ".join(absent))
     except (ValueError, KeyError, TypeError) as err:
         raise ParamError(f"--sweep {path}: not a multi-seed probe sweep ({type(err).__name__}: {err})") from None
+    try:
+        check_summary(sweep, config)
+    except ResultError as err:
+        raise ResultError(f"--sweep {path}: {err}") from None
     return sweep
 
 

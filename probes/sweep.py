@@ -14,6 +14,7 @@ at every seed), "missing": [[arm, seed]], "table_markdown", "provenance", "timin
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,6 +29,7 @@ from accum.probes.io import provenance, read_json, write_atomic, write_json
 from accum.probes.model import ARMS
 from accum.probes.train import RESULTS, WEIGHTS, TrainConfig, check_train_split, load_data, load_trained, train
 from accum.simulations.params import ParamError, check_int, field_error
+from accum.simulations.results import ResultError
 
 EVAL_RESULTS = "eval.json"
 MIN_SEEDS = 3
@@ -247,6 +249,69 @@ def summarise(cfg: SweepConfig, out_dir: Path, data_meta: dict, threads: int, de
     write_json(Path(out_dir) / "sweep.json", result)
     write_atomic(Path(out_dir) / "sweep.md", table.encode())
     return result
+
+
+def check_summary(sweep: dict, cfg: SweepConfig) -> None:
+    """Refuse a sweep.json (read back, perhaps edited by hand) whose numbers do not fit its config ``cfg``:
+    ``ResultError`` naming the field (``runs.rope.0.ppl[3]``).  Checked: ``seq_len`` and ``multipliers`` as in
+    the config; ``runs`` keyed by the config's arms and seeds, each run summary with ``ppl`` and
+    ``ppl_last_segment`` (one finite number > 0 per multiplier), ``far_mass`` (one number in [0, 1] or null
+    per multiplier), ``tokens_per_second`` (finite, > 0) and ``angle_spread`` (null or finite numbers, one
+    length per arm); ``missing`` exactly the [arm, seed] pairs of the config that ``runs`` lacks."""
+    if sweep.get("seq_len") != cfg.train.seq_len:
+        raise ResultError(f"seq_len must be config.train.seq_len = {cfg.train.seq_len}, got {sweep.get('seq_len')!r}")
+    if sweep.get("multipliers") != list(cfg.eval.multipliers):
+        raise ResultError(f"multipliers must be config.eval.multipliers = {list(cfg.eval.multipliers)}, "
+                          f"got {sweep.get('multipliers')!r}")
+    runs = _keyed(sweep["runs"], "runs", list(cfg.arms))
+    for arm, arm_runs in runs.items():
+        for seed, run in _keyed(arm_runs, f"runs.{arm}", [str(s) for s in cfg.seeds]).items():
+            _check_run(run, f"runs.{arm}.{seed}", len(cfg.eval.multipliers))
+        if len({len(r["angle_spread"]) for r in arm_runs.values() if r.get("angle_spread") is not None}) > 1:
+            raise ResultError(f"runs.{arm}: angle_spread has different lengths across seeds")
+    want = [[arm, seed] for seed in cfg.seeds for arm in cfg.arms if str(seed) not in runs.get(arm, {})]
+    missing = sweep["missing"]
+    if not isinstance(missing, list) or len(missing) != len(want) or any(w not in missing for w in want):
+        raise ResultError(f"missing must list the {len(want)} [arm, seed] pairs of the config that runs lacks, "
+                          f"got {str(missing)[:80]}")
+
+
+def _keyed(value: object, field: str, allowed: list[str]) -> dict:
+    """``value`` as a dict whose keys are among ``allowed``; ``ResultError`` naming ``field`` otherwise."""
+    if not isinstance(value, dict) or any(key not in allowed for key in value):
+        raise ResultError(f"{field} must be an object keyed by some of {', '.join(allowed)}, got {str(value)[:80]}")
+    return value
+
+
+def _check_run(run: object, field: str, n_mult: int) -> None:
+    """One run summary of sweep.json (see ``check_summary``); ``ResultError`` naming the field at fault."""
+    if not isinstance(run, dict):
+        raise ResultError(f"{field} must be a run summary (an object), got {str(run)[:80]}")
+    for key in stats.METRICS:
+        _check_numbers(run.get(key), f"{field}.{key}", n_mult, "a finite number > 0", lambda x: x > 0)
+    _check_numbers(run.get("far_mass"), f"{field}.far_mass", n_mult, "null or a number in [0, 1]",
+                   lambda x: 0 <= x <= 1, nullable=True)
+    _check_numbers([run.get("tokens_per_second")], f"{field}.tokens_per_second", 1, "a finite number > 0",
+                   lambda x: x > 0)
+    spread = run.get("angle_spread")
+    if spread is not None:
+        _check_numbers(spread, f"{field}.angle_spread", None, "a finite number", lambda x: True)
+
+
+def _check_numbers(values: object, field: str, length: int | None, allowed: str, ok, nullable: bool = False) -> None:
+    """``values`` is a list of ``length`` (None: any number but 0 of) finite numbers for which ``ok`` holds (or
+    nulls, if ``nullable``); ``ResultError`` naming ``field`` and ``allowed`` otherwise."""
+    def fits(x: object) -> bool:
+        if x is None:
+            return nullable
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and ok(x)
+
+    if not isinstance(values, list) or not values or len(values) != (length or len(values)):
+        raise ResultError(f"{field} must be a list of {length or 'one or more'} entries, each {allowed}, "
+                          f"got {str(values)[:80]}")
+    bad = next((i for i, x in enumerate(values) if not fits(x)), None)
+    if bad is not None:
+        raise ResultError(f"{field}[{bad}] must be {allowed}, got {values[bad]!r}")
 
 
 def check_shard(shard: tuple[int, int]) -> None:

@@ -1,5 +1,7 @@
 """`accum probe`: every bad command line is one line naming its flag, exit 2, before any data, training or file."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -187,6 +189,38 @@ def test_eval_on_too_short_a_split_names_the_flags(tmp_path, finished_run, monke
                            "--json", str(tmp_path / "e.json")], capsys)
     assert status == 2 and "--multipliers: " in err and "seq_len 16" in err and "--n-tokens" in err, err
     assert not (tmp_path / "e.json").exists()
+
+
+SHIPPED_SWEEP = Path(__file__).resolve().parents[2] / "probes" / "results" / "cpu" / "sweep.json"
+EDITED_SWEEPS = {  # a hand edit of the shipped sweep.json -> what the one error line names
+    "string ppl": (lambda s: s["runs"]["rope"]["0"].update(ppl="abc"), "runs.rope.0.ppl must be a list of 7 entries"),
+    "short ppl": (lambda s: s["runs"]["rope"]["1"].update(ppl=[1.0, 2.0]), "runs.rope.1.ppl must be a list of 7"),
+    "nan ppl": (lambda s: s["runs"]["nope"]["2"]["ppl"].__setitem__(3, float("nan")), "runs.nope.2.ppl[3] must be a finite"),
+    "negative ppl": (lambda s: s["runs"]["alibi"]["0"]["ppl_last_segment"].__setitem__(0, -5.0),
+                     "runs.alibi.0.ppl_last_segment[0] must be a finite number > 0, got -5.0"),
+    "far mass above 1": (lambda s: s["runs"]["rope"]["0"]["far_mass"].__setitem__(2, 1.5), "runs.rope.0.far_mass[2]"),
+    "string multipliers": (lambda s: s.update(multipliers="abc"), "multipliers must be config.eval.multipliers"),
+    "empty runs": (lambda s: s.update(runs={}), "missing must list the 33 [arm, seed] pairs"),
+    "unknown arm": (lambda s: s["runs"].update(spiral={}), "runs must be an object keyed by some of rope"),
+    "unknown seed": (lambda s: s["runs"]["rope"].update({"7": s["runs"]["rope"]["0"]}), "runs.rope must be an object"),
+    "run not an object": (lambda s: s["runs"]["rope"].update({"0": 3}), "runs.rope.0 must be a run summary"),
+    "angle spread not a list": (lambda s: s["runs"]["learned"]["0"].update(angle_spread="x"),
+                                "runs.learned.0.angle_spread must be a list of one or more entries"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EDITED_SWEEPS))
+def test_report_refuses_a_hand_edited_sweep_naming_the_field(case, tmp_path, capsys):
+    import json
+
+    edit, fragment = EDITED_SWEEPS[case]
+    sweep = json.loads(SHIPPED_SWEEP.read_text())
+    edit(sweep)
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(sweep))
+    status, err = refusal(["report", "--sweep", str(path)], capsys)
+    assert status == 2 and err.startswith(f"accum probe report: error: --sweep {path}: ") and err.count("\n") == 1, err
+    assert fragment in err, err
 
 
 def test_report_reads_the_committed_sweep_without_training(monkeypatch, capsys):
