@@ -48,7 +48,7 @@ from .families import family_name, family_params
 from .measure import QUANTITIES, measure, plan_measurement
 from .params import ParamError
 from .results import (ResultError, atomic_write_json, check_output_path, jsonable, make_output_dir, package_version,
-                      read_record)
+                      prove_writable_dirs, read_record)
 
 INDEX_SCHEMA = "accum.sweep-index/1"
 GRID_KEYS = ("quantity", "family", "options", "seeds", "root_seed", "output")
@@ -611,6 +611,7 @@ def run_command(args: argparse.Namespace) -> int:
     output, option = (args.out, "--out") if args.out is not None else (grid.output, f"output (in {grid.source})")
     grid = replace(grid, output=check_output_path(output, option, directory=True))
     if args.dry_run:
+        prove_writable_dirs({option: grid.output})  # what the run's make_output_dir would refuse; nothing is left
         jobs = plan(grid)
         done = sum(is_finished(grid.output, job) for job in jobs)
         print(json.dumps({"jobs": len(jobs), "done": done, "pending": len(jobs) - done, "output": str(grid.output)}))

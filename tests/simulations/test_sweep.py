@@ -445,14 +445,18 @@ def test_bad_command_line_exits_2_on_one_line_before_any_job(case, tmp_path, mon
     assert not calls and not (tmp_path / "out").exists() and afile.read_text() == "keep"
 
 
-def test_uncreatable_output_directory_fails_before_any_job(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("run", [["--workers", "1", "--no-progress"], ["--dry-run"]], ids=["run", "dry run"])
+def test_uncreatable_output_directory_fails_before_any_job(run, tmp_path, monkeypatch, capsys):
     if not pathlib.Path("/proc/self").is_dir():
         pytest.skip("needs Linux /proc, where no directory can be created")
     calls = []
     monkeypatch.setattr(sweep, "measure", lambda *args, **kwargs: calls.append(args))
     path = str(write_grid(tmp_path, grid_text()))
-    status, err = accum_sweep([path, "--workers", "1", "--no-progress", "--out", "/proc/sweepx"], capsys)
+    status, err = accum_sweep([path, *run, "--out", "/proc/sweepx"], capsys)
     assert_refused(status, err, "--out /proc/sweepx")
+    grid = write_grid(tmp_path, grid_text(head=HEAD.replace('"out"', '"/proc/sweepx"')))
+    status, err = accum_sweep([str(grid), *run], capsys)        # the grid's own output, as SWEEP.md says
+    assert_refused(status, err, f"output (in {grid}) /proc/sweepx")
     assert not calls
 
 
