@@ -21,7 +21,7 @@ from typing import Sequence
 from accum.runtime import (EXIT_INTERRUPTED, Interrupted, check_threads, terminate_as_interrupt, thread_limits,
                            usable_cores)
 from accum.simulations import cli as sim_cli
-from accum.simulations.params import ParamError
+from accum.simulations.params import ParamError, integer_option
 from accum.simulations.results import ResultError
 from accum.theory.cli import add_subparser as add_check
 from accum.verify import add_verify
@@ -48,7 +48,7 @@ class OneLineParser(argparse.ArgumentParser):
 def add_threads(parser: argparse.ArgumentParser) -> None:
     """Give a compute command ``--threads N`` (unless its own parser already has it)."""
     if "--threads" not in parser._option_string_actions:
-        parser.add_argument("--threads", type=int, metavar="N",
+        parser.add_argument("--threads", type=integer_option, metavar="N",
                             help="BLAS / OpenMP / torch threads (default: every usable core; on a shared machine 1)")
 
 

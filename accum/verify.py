@@ -28,7 +28,7 @@ from tqdm import tqdm
 
 from accum.runtime import Interrupted
 from accum.simulations.families import FAMILIES, Family, family_name, family_params, make_family
-from accum.simulations.params import ParamError, check_int, check_seed, parse_assignments
+from accum.simulations.params import ParamError, check_int, check_seed, integer_option, parse_assignments
 from accum.simulations.userfamily import check_sample
 from accum.simulations.results import (ResultError, atomic_write_json, check_output_path, jsonable, make_output_dir,
                                       make_record, read_record, reserve_output)
@@ -558,13 +558,13 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
     size.add_argument("--quick", dest="preset", action="store_const", const="quick", help="about a minute (default)")
     size.add_argument("--full", dest="preset", action="store_const", const="full", help="tighter, larger")
     p.set_defaults(preset="quick", run=run_verify)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=integer_option, default=0)
     p.add_argument("--budget", type=float, default=0.01,
                    help="false-failure probability for the whole report, in [1e-12, 1) (default 0.01)")
     p.add_argument("--family", help="verify one family (built-in name or module:Class) on every claim that applies")
     p.add_argument("--param", action="append", metavar="K=V", help="parameter of --family (repeatable)")
-    p.add_argument("--calibrate", type=int, metavar="N", help="run the report at N fresh seeds; print its failure rate")
-    p.add_argument("--workers", type=int, metavar="K", help="local processes (default: usable CPUs; 1 = in this process)")
+    p.add_argument("--calibrate", type=integer_option, metavar="N", help="run the report at N fresh seeds; print its failure rate")
+    p.add_argument("--workers", type=integer_option, metavar="K", help="local processes (default: usable CPUs; 1 = in this process)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run the checks (or --calibrate's reports) on Dask")
     p.add_argument("--cache", metavar="DIR", help="save each finished check (with --calibrate: each finished report) "
                                                   "here; a re-run reuses it")

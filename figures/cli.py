@@ -12,7 +12,7 @@ from pathlib import Path
 
 from accum.runtime import Interrupted
 from accum.simulations.families import FAMILIES, family_name, make_family
-from accum.simulations.params import ParamError, check_seed, parse_assignments
+from accum.simulations.params import ParamError, check_seed, integer_option, parse_assignments
 from accum.simulations.results import check_output_path, prove_writable_dirs
 from accum.simulations.sweep import check_workers, default_workers
 from accum.simulations.userfamily import check_sample
@@ -30,13 +30,13 @@ def add_figures(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR",
                    help=f"saved measurements, one JSON per job (default {DEFAULT_RESULTS})")
     p.add_argument("--quick", action="store_true", help="tiny sizes (seconds; for smoke tests, not for reading)")
-    p.add_argument("--seed", type=int, default=0, help="root seed of every measurement (default 0)")
+    p.add_argument("--seed", type=integer_option, default=0, help="root seed of every measurement (default 0)")
     p.add_argument("--probes", metavar="PATH",
                    help=f"probe sweep results for figure 6 (default {DEFAULT_PROBES}, figure 6 skipped if absent)")
     p.add_argument("--family", metavar="F", help="draw this family (built-in or module:Class) beside the built-ins "
                                                  "in figures 1-5")
     p.add_argument("--param", action="append", metavar="K=V", help="parameter of --family (repeatable)")
-    p.add_argument("--workers", type=int, metavar="N", help="processes for missing measurements (default: usable CPUs)")
+    p.add_argument("--workers", type=integer_option, metavar="N", help="processes for missing measurements (default: usable CPUs)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=run_figures)
 

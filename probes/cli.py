@@ -33,7 +33,7 @@ from accum.probes.presets import PRESETS, preset
 from accum.probes.sweep import (EVAL_RESULTS, SweepConfig, check_analysis, check_summary, evaluate_run, markdown_table,
                                 run_order, run_sweep)
 from accum.probes.train import WEIGHTS, TrainConfig, check_train_memory, load_data, train
-from accum.simulations.params import ParamError, check_int
+from accum.simulations.params import ParamError, check_int, integer_option
 from accum.simulations.results import ResultError, prove_writable_dirs, reserve_output
 
 
@@ -43,9 +43,10 @@ def _add_dataclass_options(parser: argparse.ArgumentParser, cls, skip: tuple[str
             continue
         flag = "--" + f.name.replace("_", "-")
         if isinstance(f.default, tuple):
-            parser.add_argument(flag, type=int, nargs="+", default=None, help=f"cpu preset {list(f.default)}")
+            parser.add_argument(flag, type=integer_option, nargs="+", default=None, help=f"cpu preset {list(f.default)}")
         else:
-            parser.add_argument(flag, type=type(f.default), default=None, help=f"cpu preset {f.default!r}")
+            kind = integer_option if isinstance(f.default, int) else type(f.default)
+            parser.add_argument(flag, type=kind, default=None, help=f"cpu preset {f.default!r}")
 
 
 def _from_args(cls, args: argparse.Namespace, base: dict, **override):
@@ -58,7 +59,7 @@ def _from_args(cls, args: argparse.Namespace, base: dict, **override):
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
+    parser.add_argument("--threads", type=integer_option, default=2, help="torch CPU threads (default 2)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     parser.add_argument("--data-dir", type=Path, default=None, help="data cache (default data/ in the repository)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -83,22 +84,22 @@ def add_subparser(subparsers) -> argparse.ArgumentParser:
     p_eval = sub.add_parser("eval", help="perplexity at multiples of L_train + attention analysis of a run")
     p_eval.add_argument("--run", dest="run_dir", type=Path, required=True, help="folder of a finished `probe train`")
     _add_dataclass_options(p_eval, EvalConfig)
-    p_eval.add_argument("--analysis-multiplier", type=int, default=4)
-    p_eval.add_argument("--analysis-windows", type=int, default=4)
+    p_eval.add_argument("--analysis-multiplier", type=integer_option, default=4)
+    p_eval.add_argument("--analysis-windows", type=integer_option, default=4)
     p_eval.add_argument("--json", type=Path, default=None, help=f"output (default RUN/{EVAL_RESULTS})")
     _common(p_eval)
     p_sweep = sub.add_parser("sweep", help="train + evaluate every arm at every seed, write sweep.json and sweep.md")
     _add_dataclass_options(p_sweep, TrainConfig, skip=("arm", "seed"))
     _add_dataclass_options(p_sweep, EvalConfig, skip=("seed",))
-    p_sweep.add_argument("--eval-seed", type=int, default=0)
+    p_sweep.add_argument("--eval-seed", type=integer_option, default=0)
     p_sweep.add_argument("--arms", nargs="+", default=list(ARMS), help=f"subset of {' '.join(ARMS)}")
-    p_sweep.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="training seeds (>= 3; default 0 1 2)")
+    p_sweep.add_argument("--seeds", type=integer_option, nargs="+", default=[0, 1, 2], help="training seeds (>= 3; default 0 1 2)")
     p_sweep.add_argument("--shard", default="0/1", help="K/N: run every N-th (arm, seed) run from the K-th, so N "
                          "processes share one --out (default 0/1)")
     p_sweep.add_argument("--order", default="seed", help="run order: seed (every arm at seed 0 first, default) or arm "
                          "(every seed of the first arm first)")
-    p_sweep.add_argument("--analysis-multiplier", type=int, default=None)
-    p_sweep.add_argument("--analysis-windows", type=int, default=None)
+    p_sweep.add_argument("--analysis-multiplier", type=integer_option, default=None)
+    p_sweep.add_argument("--analysis-windows", type=integer_option, default=None)
     p_sweep.add_argument("--out", default=str(DEFAULT_SWEEP.parent), help=f"default {DEFAULT_SWEEP.parent}")
     _common(p_sweep)
     _sizing(p_sweep)

@@ -36,7 +36,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 from . import estimators as est
 from . import reference
 from .families import make_family
-from .params import check_int
+from .params import check_int, integer_option
 from .results import make_record, reserve_output
 
 
@@ -189,8 +189,8 @@ def _all_rows(repeats: int, seed: int) -> list[dict]:
 def add_bench(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="speed ratios against references")
     p.add_argument("--json", metavar="PATH")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--threads", type=int, default=1, metavar="N", help="numpy/BLAS and torch threads for every row (default 1)")
+    p.add_argument("--repeats", type=integer_option, default=3)
+    p.add_argument("--threads", type=integer_option, default=1, metavar="N", help="numpy/BLAS and torch threads for every row (default 1)")
     p.set_defaults(run=run_bench)
 
 

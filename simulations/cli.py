@@ -13,7 +13,7 @@ from accum.runtime import Interrupted
 from .bench import add_bench
 from .families import FAMILIES
 from .measure import QUANTITIES, config_from_record, plan_measurement, run_plan
-from .params import ParamError, check_seed, parse_assignments
+from .params import ParamError, check_seed, integer_option, parse_assignments
 from .results import ResultError, jsonable, read_record, reserve_output
 from .sweep import is_finished, load_grid, plan
 from .sweep import run_command as run_sweep_command
@@ -44,7 +44,7 @@ def add_measure(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--opt", action="append", metavar="K=V",
                    help="estimator option (repeatable): " + "; ".join(
                        f"{q.name}: {', '.join(s.name for s in q.options)}" for q in QUANTITIES.values()))
-    p.add_argument("--seed", type=int, default=None, help="seed (default 0)")
+    p.add_argument("--seed", type=integer_option, default=None, help="seed (default 0)")
     p.add_argument("--from", dest="from_record", metavar="RESULT.json",
                    help="re-run the saved measurement's exact config and seed (no other job options)")
     p.add_argument("--json", metavar="PATH", help="write the record here (atomically)")
@@ -102,7 +102,7 @@ def add_sweep(sub: argparse._SubParsersAction) -> None:
                                    "per job, named by the hash of its config and code version; finished jobs "
                                    "are skipped, corrupt ones recomputed.")
     p.add_argument("grid", metavar="GRID.toml")
-    p.add_argument("--workers", type=int, metavar="N",
+    p.add_argument("--workers", type=integer_option, metavar="N",
                    help="local processes (default: usable CPUs; 1 = in this process)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run on this Dask distributed scheduler")
     p.add_argument("--out", metavar="DIR", help="output directory instead of the grid's `output`")

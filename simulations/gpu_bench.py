@@ -23,7 +23,7 @@ import torch
 from . import backend_torch as bt
 from . import estimators as est
 from .families import make_family
-from .params import ParamError, check_int
+from .params import ParamError, check_int, integer_option
 from .results import reserve_output
 
 
@@ -78,10 +78,10 @@ def run(device_name: str, dim: int, far: int, samples: int, chunk: int, seed: in
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m accum.simulations.gpu_bench", description=__doc__.split("\n")[0])
     p.add_argument("--device", default="cuda")
-    p.add_argument("--dim", type=int, default=64)
-    p.add_argument("--far", type=int, default=2**24, help="far tokens per sample (default 2^24)")
-    p.add_argument("--samples", type=int, default=64, help="samples (default 64: 1.07e9 far tokens)")
-    p.add_argument("--chunk", type=int, default=2**16, help="far tokens per kernel launch")
+    p.add_argument("--dim", type=integer_option, default=64)
+    p.add_argument("--far", type=integer_option, default=2**24, help="far tokens per sample (default 2^24)")
+    p.add_argument("--samples", type=integer_option, default=64, help="samples (default 64: 1.07e9 far tokens)")
+    p.add_argument("--chunk", type=integer_option, default=2**16, help="far tokens per kernel launch")
     p.add_argument("--json", metavar="PATH")
     args = p.parse_args(argv)
     try:

@@ -154,6 +154,16 @@ def check_int(name: str, value: object, low: int, high: int | None = None) -> in
     return int(value)
 
 
+def integer_option(text: str) -> int | str:
+    """argparse ``type`` of every integer option: ``text`` as an int, or unchanged when it is not an integer,
+    so that the option's own check (``check_int``, ``check_seed``, ``check_threads``, ...) refuses it with the
+    option's allowed range instead of argparse's bare "invalid int value"."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
 def check_seed(seed: Any, name: str = "seed") -> int:
     """``seed`` as an int if it is an integer >= 0 (what ``SeedSequence`` accepts), else ``ParamError``."""
     return check_int(name, seed, 0)

@@ -112,6 +112,30 @@ def test_measure_from_a_saved_result_reruns_it_exactly(tmp_path, capsys):
     assert "give QUANTITY and --family, or --from" in one_error_line(capsys)
 
 
+NOT_A_NUMBER = [  # an integer option given "abc" -> the one error line names the option and its allowed range
+    (["measure", "coherence", "--family", "householder", "--seed"], "--seed must be an integer >= 0, got 'abc'"),
+    (["measure", "coherence", "--family", "householder", "--threads"], "--threads: expected an integer in [1, 1024]"),
+    (["check", "householder", "--samples"], "--samples must be an integer in [10, 10000000], got 'abc'"),
+    (["check", "householder", "--k-max"], "--k-max must be an integer in [1, 1024], got 'abc'"),
+    (["verify", "--quick", "--calibrate"], "--calibrate must be an integer in [1, 100000], got 'abc'"),
+    (["sweep", "grid.toml", "--workers"], "--workers: expected an integer in [1, 1024], got 'abc'"),
+    (["bench", "--repeats"], "--repeats must be an integer in [1, 100], got 'abc'"),
+    (["figures", "--quick", "--seed"], "--seed must be an integer >= 0, got 'abc'"),
+    (["probe", "train", "--out", "run", "--seq-len"], "--seq-len must be an integer in [2, 65536], got 'abc'"),
+    (["probe", "eval", "--run", "run", "--multipliers", "1"], "--multipliers must be a non-empty list of distinct integers"),
+    (["probe", "sweep", "--out", "run", "--seeds", "0", "1"], "--seeds must be at least 3 distinct integers in [0, 2^63)"),
+]
+
+
+@pytest.mark.parametrize("argv, message", NOT_A_NUMBER, ids=[" ".join(a[:1] + a[-1:]) for a, _ in NOT_A_NUMBER])
+def test_an_integer_option_that_is_not_a_number_names_its_range(argv, message, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main([*argv, "abc"]) == 2
+    line = one_error_line(capsys)
+    assert message in line and "invalid int value" not in line, line
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_threads_option_sets_blas_threads_for_the_run(monkeypatch, capsys):
     seen = []
     real = __import__("accum.simulations.measure", fromlist=["run_plan"]).run_plan

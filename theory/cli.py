@@ -16,7 +16,7 @@ import numpy as np
 
 from accum.simulations.families import FAMILIES, family_name, make_family
 from accum.simulations.measure import set_params
-from accum.simulations.params import ParamError, check_int, check_seed, parse_assignments
+from accum.simulations.params import ParamError, check_int, check_seed, integer_option, parse_assignments
 from accum.simulations.results import NonFiniteError, check_output_path, jsonable, make_record, reserve_output
 from accum.simulations.userfamily import check_sample
 
@@ -34,15 +34,15 @@ def add_subparser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
         description=__doc__.split("\n\n")[1].replace("\n", " "))
     p.add_argument("family", metavar="FAMILY", help="built-in name (see `accum families`) or package.module:ClassName")
     p.add_argument("--param", action="append", metavar="K=V", help="family parameter (repeatable)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the Monte Carlo estimates (default 0)")
+    p.add_argument("--seed", type=integer_option, default=0, help="seed of the Monte Carlo estimates (default 0)")
     p.add_argument("--json", metavar="PATH", help="write the report here (atomically)")
-    p.add_argument("--samples", type=int, default=None,
+    p.add_argument("--samples", type=integer_option, default=None,
                    help="sampled steps per estimate (default 4000, at most 2.5e8 / d^2; for dense steps at most 2e9 / d^3 "
                         "but at least 200; any value at most 1e7 and 2.5e8 / d^2)")
     p.add_argument("--budget", type=float, default=1e-3,
                    help="false-failure probability of the whole report (default 1e-3)")
-    p.add_argument("--k-max", type=int, default=32, help="largest frequency k of the non-lattice test (default 32, at most 1024)")
-    p.add_argument("--pair-dim", type=int, default=24,
+    p.add_argument("--k-max", type=integer_option, default=32, help="largest frequency k of the non-lattice test (default 32, at most 1024)")
+    p.add_argument("--pair-dim", type=integer_option, default=24,
                    help="largest d for which E[A (x) A] (d^4 numbers) is formed for the coherent-direction test "
                         "(default 24, at most 32; skipped above it for dense steps; SO(2) and Householder steps need no such matrix)")
     p.set_defaults(run=run)
