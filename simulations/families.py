@@ -28,7 +28,7 @@ import numpy as np
 import scipy.linalg
 
 from .conventions import rope_frequencies
-from .laws import BASE, LAWS, AngleLaw, law_params, make_law
+from .laws import BASE, LAWS, AngleLaw, Token, check_token_table, law_params, make_law
 from .params import ParamError, ParamSpec, check_int, param_dataclass, resolve
 from .steps import AngleSteps, DenseSteps, HouseholderSteps
 from .userfamily import CheckedFamily, load_class
@@ -118,6 +118,12 @@ class SO2Accumulated(BuiltinFamily):
         *law_params(),
     )
 
+    def _check(self) -> None:
+        """A token law's table (and Markov transition matrix) must fit (``laws.Token.check_size``)."""
+        law = self.angle_law()
+        if isinstance(law, Token):
+            law.check_size(self.dim)
+
     def angle_law(self) -> AngleLaw:
         """The angle law object (``simulations.laws``) with this family's parameters."""
         return make_law(self.law, dataclasses.asdict(self))
@@ -149,9 +155,14 @@ class Householder(BuiltinFamily):
         _DIM_ANY,
         ParamSpec("beta", "float", 1.0, "strength (2 = exact reflection)", lo=0.0, hi=2.0),
         ParamSpec("w", "choice", "sphere", "direction law", choices=("sphere", "token")),
-        ParamSpec("vocab", "int", 8, "vocabulary size (tokens iid uniform)", lo=1, hi=1_000_000, only_with=("w", ("token",))),
+        ParamSpec("vocab", "int", 8, "vocabulary size (tokens iid uniform; vocab x d <= 5e7)", lo=1, hi=1_000_000, only_with=("w", ("token",))),
         ParamSpec("table_seed", "int", 0, "seed of the unit-vector table", lo=0, hi=2**63 - 1, only_with=("w", ("token",))),
     )
+
+    def _check(self) -> None:
+        """The token table, vocab x d, must fit (``laws.check_token_table``)."""
+        if self.w == "token":
+            check_token_table(self.vocab, self.dim, f"dim = {self.dim}")
 
     def direction_table(self) -> np.ndarray:
         """Unit vectors per token, (vocab, d): normalised default_rng(table_seed) Gaussian rows."""

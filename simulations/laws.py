@@ -24,7 +24,14 @@ import numpy as np
 import scipy.special as sp
 
 from .conventions import rope_frequencies
-from .params import ParamSpec, param_dataclass
+from .params import ParamSpec, field_error, param_dataclass
+
+#: the most float64 numbers a per-token table may hold, vocab x (numbers per token): 400 MB.  Checked when a family
+#: is built (``check_token_table``), so a table that cannot fit is refused before any work, not mid-run.
+MAX_TABLE_NUMBERS = 50_000_000
+#: the most entries of the Markov token source's vocab x vocab transition matrix (``Token.chain``): 200 MB, so
+#: vocab <= 5000 with ``source = markov``.
+MAX_CHAIN_ENTRIES = 25_000_000
 
 MU = ParamSpec("mu", "float", 0.0, "location", lo=-1e6, hi=1e6)
 BASE = ParamSpec("base", "float", 10000.0, "RoPE frequency base", lo=1.0, hi=1e12, lo_open=True)
@@ -48,6 +55,15 @@ class AngleLaw:
 
     def characteristic(self, k: int, dim: int) -> np.ndarray:
         raise NotImplementedError
+
+
+def check_token_table(vocab: int, per_token: int, where: str) -> None:
+    """Refuse (``ParamError`` naming vocab) a token table of vocab x ``per_token`` numbers over ``MAX_TABLE_NUMBERS``;
+    ``where`` says what sets ``per_token`` (e.g. ``"dim = 4096"``)."""
+    if vocab * per_token > MAX_TABLE_NUMBERS:
+        raise field_error("vocab", f"= {vocab} at {where} would need a {vocab} x {per_token} token table; allowed: "
+                                   f"vocab <= {MAX_TABLE_NUMBERS // per_token} there (vocab x {per_token} <= "
+                                   f"{MAX_TABLE_NUMBERS}, MAX_TABLE_NUMBERS)")
 
 
 def _same_on_planes(value: complex, dim: int) -> np.ndarray:
@@ -154,7 +170,7 @@ class Token(AngleLaw):
 
     name: ClassVar[str] = "token"
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
-        ParamSpec("vocab", "int", 8, "vocabulary size", lo=1, hi=1_000_000),
+        ParamSpec("vocab", "int", 8, "vocabulary size (vocab x d/2 <= 5e7; markov: vocab <= 5000)", lo=1, hi=1_000_000),
         ParamSpec("source", "choice", "iid", "token source", choices=("iid", "markov")),
         ParamSpec("stay", "float", 0.5, "probability of repeating a token", lo=0.0, hi=1.0, hi_open=True,
                   only_with=("source", ("markov",))),
@@ -165,6 +181,16 @@ class Token(AngleLaw):
     @property
     def iid(self) -> bool:
         return self.source == "iid"
+
+    def check_size(self, dim: int) -> None:
+        """Refuse (``ParamError`` naming vocab) a table of vocab x d/2 angles over ``MAX_TABLE_NUMBERS`` and, for a
+        Markov source, a vocab x vocab transition matrix over ``MAX_CHAIN_ENTRIES``."""
+        check_token_table(self.vocab, max(1, dim // 2), f"dim = {dim} (d/2 angles per token)")
+        if self.source == "markov" and self.vocab**2 > MAX_CHAIN_ENTRIES:
+            most = math.isqrt(MAX_CHAIN_ENTRIES)
+            raise field_error("vocab", f"= {self.vocab} with source = markov would need a {self.vocab} x {self.vocab} "
+                                       f"transition matrix; allowed: vocab <= {most} (vocab^2 <= {MAX_CHAIN_ENTRIES}, "
+                                       "MAX_CHAIN_ENTRIES)")
 
     def table(self, dim: int) -> np.ndarray:
         """Per-token angles, (vocab, d/2): default_rng(table_seed).normal(0, table_sigma)."""

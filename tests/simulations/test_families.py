@@ -59,6 +59,25 @@ def test_integers_are_read_exactly_and_unused_defaults_are_accepted():
         make_family("haar", dim=float("inf"))
 
 
+@pytest.mark.parametrize("name,params,needle", [
+    ("householder", dict(dim=4096, w="token", vocab=1_000_000), "vocab = 1000000 at dim = 4096 would need a 1000000 x 4096 "
+     "token table; allowed: vocab <= 12207"),
+    ("so2-accumulated", dict(dim=4096, law="token", vocab=1_000_000), "allowed: vocab <= 24414"),
+    ("so2-accumulated", dict(dim=2, law="token", vocab=1_000_000, source="markov"), "allowed: vocab <= 5000"),
+    ("so2-accumulated", dict(dim=2, law="token", vocab=20_000, source="markov"), "20000 x 20000 transition matrix"),
+])
+def test_token_tables_that_cannot_fit_are_refused_when_the_family_is_built(name, params, needle):
+    """A table of vocab x (numbers per token) over MAX_TABLE_NUMBERS, or a Markov transition matrix over
+    MAX_CHAIN_ENTRIES, is refused at construction (not tens of GiB into a measurement); the largest vocab that fits
+    is accepted."""
+    with pytest.raises(ParamError, match="vocab") as err:
+        make_family(name, **params)
+    assert needle in str(err.value)
+    assert make_family("householder", dim=4096, w="token", vocab=12207).vocab == 12207
+    assert make_family("so2-accumulated", dim=2, law="token", vocab=5000, source="markov").vocab == 5000
+    assert make_family("so2-accumulated", dim=2, law="token", vocab=1_000_000).vocab == 1_000_000  # iid: no matrix
+
+
 def test_unknown_family_and_bad_sample_sizes():
     with pytest.raises(ParamError, match="unknown family 'spiral'"):
         make_family("spiral")
