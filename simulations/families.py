@@ -73,8 +73,7 @@ class BuiltinFamily:
         return (cls.__doc__ or "").strip().splitlines()[0]
 
     def __post_init__(self) -> None:
-        for spec in self.PARAMS:
-            spec.validate(getattr(self, spec.name))
+        """Runs after ``param_dataclass`` has validated each parameter: the cross-parameter checks."""
         self._check()
 
     def _check(self) -> None:

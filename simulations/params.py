@@ -112,13 +112,31 @@ _FIELD_TYPES = {"int": int, "float": float, "choice": str}
 def param_dataclass(cls: type) -> type:
     """``cls`` as a frozen dataclass whose fields are its ``PARAMS``: one field per ``ParamSpec``, in order, typed
     int / float / str (a choice) and defaulting to the spec's default -- so each parameter is declared once, by its
-    spec.  Other class attributes are left as they are (annotate constants ``ClassVar``)."""
+    spec.  Other class attributes are left as they are (annotate constants ``ClassVar``).
+
+    Constructing it validates every field against its spec (``ParamSpec.validate``: ``ParamError`` naming the
+    parameter and its range; the field keeps the validated int / float), then runs the class's own
+    ``__post_init__``, if it has one."""
     own = dict(cls.__dict__.get("__annotations__", {}))
     for spec in cls.PARAMS:
         own[spec.name] = _FIELD_TYPES[spec.kind]
         setattr(cls, spec.name, spec.default)
     cls.__annotations__ = own
+    cls.__post_init__ = _validating_post_init(getattr(cls, "__post_init__", None))
     return dataclass(frozen=True)(cls)
+
+
+def _validating_post_init(then: Any) -> Any:
+    """A dataclass ``__post_init__`` that validates each field of ``PARAMS`` and stores the validated value, then
+    calls ``then(self)`` (the class's own ``__post_init__``) unless it is None."""
+
+    def __post_init__(self) -> None:
+        for spec in self.PARAMS:
+            object.__setattr__(self, spec.name, spec.validate(getattr(self, spec.name)))
+        if then is not None:
+            then(self)
+
+    return __post_init__
 
 
 def _parse_int(text: str) -> int:

@@ -233,3 +233,37 @@ def test_param_dataclass_keeps_class_constants_and_own_annotations():
 
     assert [f.name for f in dataclasses.fields(Law)] == ["width", "m"]
     assert Law(m=5) == Law(2.0, 5) and Law.name == "law" and Law.__doc__ == "A law."
+
+
+@pytest.mark.parametrize("params,needle", [
+    (dict(dim=0), "'dim' = 0 is out of range; allowed: an integer in [1, 4096]"),
+    (dict(dim=-1), "'dim' = -1 is out of range"),
+    (dict(signed=5), "'signed' = 5 is out of range; allowed: an integer in [0, 1]"),
+    (dict(dim="8"), "'dim' = '8' is not a number"),
+    (dict(dim=float("nan")), "'dim' = nan is not finite"),
+])
+def test_a_param_dataclass_built_directly_checks_its_ranges(params, needle):
+    """A user family made with ``param_dataclass`` and constructed directly (not through make_family) gets the
+    same range checks as the built-ins (README: "Adding a family")."""
+    from accum.simulations.examples import SignedPermutation
+
+    with pytest.raises(ParamError) as err:
+        SignedPermutation(**params)
+    assert needle in str(err.value)
+    assert SignedPermutation(dim=np.int64(4)).dim == 4 and type(SignedPermutation(dim=np.int64(4)).dim) is int
+
+
+def test_param_dataclass_runs_the_classes_own_post_init_after_validating():
+    @param_dataclass
+    class Law:
+        PARAMS: ClassVar[tuple[ParamSpec, ...]] = (ParamSpec("lo", "float", 0.0, "lo"), ParamSpec("hi", "float", 1.0, "hi"))
+
+        def __post_init__(self) -> None:
+            if self.hi <= self.lo:
+                raise ParamError("hi must exceed lo")
+
+    assert Law(1, 2).lo == 1.0
+    with pytest.raises(ParamError, match="hi must exceed lo"):
+        Law(2.0, 1.0)
+    with pytest.raises(ParamError, match="'hi' = inf is not finite"):
+        Law(hi=float("inf"))
