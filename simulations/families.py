@@ -29,7 +29,7 @@ import scipy.linalg
 
 from .conventions import rope_frequencies
 from .laws import BASE, LAWS, AngleLaw, Token, check_token_table, law_params, make_law
-from .params import ParamError, ParamSpec, check_int, param_dataclass, resolve
+from .params import CommandText, ParamError, ParamSpec, check_int, param_dataclass, resolve
 from .steps import AngleSteps, DenseSteps, HouseholderSteps
 from .userfamily import CheckedFamily, load_class
 
@@ -273,12 +273,15 @@ FAMILIES: dict[str, type[BuiltinFamily]] = {
 
 
 def make_family(name: str, **params: Any) -> Family:
-    """Build a family by name with validated parameters (strings are parsed as on the command line).
+    """Build a family by name with validated parameters: numbers of each parameter's declared type (command-line
+    text, ``params.CommandText`` from ``parse_assignments``, is parsed first; a plain string is not a number).
 
     ``name`` is a built-in name or ``"package.module:ClassName"`` for a user family; a user class with a
     ``PARAMS`` tuple of ``ParamSpec`` gets the same parsing and validation, otherwise parameters are passed
     to its constructor as floats (ints when integral).
     """
+    if not isinstance(name, str):
+        raise ParamError(f"family name must be a string, got {name!r}; built-in: {', '.join(FAMILIES)} (or module:Class)")
     if name in FAMILIES:
         return FAMILIES[name].from_params(**params)
     if ":" not in name:
@@ -295,13 +298,20 @@ def make_family(name: str, **params: Any) -> Family:
     return CheckedFamily(family, name)
 
 
-def _number(key: str, text: Any) -> float | int:
+def _number(key: str, given: Any) -> float | int:
+    """A user family's parameter without a ``ParamSpec``: a finite real number (not a bool), or command-line text
+    of one, as a float (an int when integral); anything else raises ``ParamError``."""
+    is_number = isinstance(given, (int, float, np.integer, np.floating)) and not isinstance(given, (bool, np.bool_))
+    if not (is_number or isinstance(given, CommandText)):
+        raise ParamError(f"parameter {key!r}: {given!r} is not a number")
     try:
-        value = float(text)
-    except (TypeError, ValueError):
-        raise ParamError(f"parameter {key!r}: {text!r} is not a number") from None
+        value = float(given)
+    except ValueError:
+        raise ParamError(f"parameter {key!r}: {given!r} is not a number") from None
+    except OverflowError:  # an int beyond the float range
+        value = math.inf
     if not math.isfinite(value):
-        raise ParamError(f"parameter {key!r} = {text!r} is not finite")
+        raise ParamError(f"parameter {key!r} = {given!r} is not finite")
     return int(value) if value.is_integer() else value
 
 

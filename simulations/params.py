@@ -187,21 +187,28 @@ def check_seed(seed: Any, name: str = "seed") -> int:
     return check_int(name, seed, 0)
 
 
-def parse_assignments(items: Sequence[str] | None, option: str = "--param") -> dict[str, str]:
-    """Split ``["k=v", ...]`` into a dict; a malformed or repeated entry raises ``ParamError``."""
-    out: dict[str, str] = {}
+class CommandText(str):
+    """A value as typed on a command line (``parse_assignments`` gives them): ``resolve`` reads it into its
+    parameter's type (``ParamSpec.parse``).  A plain ``str`` given to the library is taken as it is, so a number's
+    parameter refuses ``dim='16'`` (``ParamSpec.validate``)."""
+
+
+def parse_assignments(items: Sequence[str] | None, option: str = "--param") -> dict[str, CommandText]:
+    """Split ``["k=v", ...]`` into a dict of ``CommandText`` values; a malformed or repeated entry raises
+    ``ParamError``."""
+    out: dict[str, CommandText] = {}
     for item in items or ():
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ParamError(f"{option} expects key=value, got {item!r}")
         if key.strip() in out:
             raise ParamError(f"{option} {key.strip()!r} given twice")
-        out[key.strip()] = value.strip()
+        out[key.strip()] = CommandText(value.strip())
     return out
 
 
 def resolve(specs: Sequence[ParamSpec], given: dict[str, Any], owner: str) -> dict[str, Any]:
-    """Defaults overlaid with ``given`` (strings are parsed), every value validated.
+    """Defaults overlaid with ``given`` (command-line text, ``CommandText``, is parsed), every value validated.
 
     Unknown names raise ``ParamError`` listing the known ones.
     """
@@ -213,7 +220,7 @@ def resolve(specs: Sequence[ParamSpec], given: dict[str, Any], owner: str) -> di
     for spec in specs:
         if spec.name in given:
             raw = given[spec.name]
-            values[spec.name] = spec.parse(raw) if isinstance(raw, str) else spec.validate(raw)
+            values[spec.name] = spec.parse(raw) if isinstance(raw, CommandText) else spec.validate(raw)
         else:
             values[spec.name] = spec.default
     for name in given:

@@ -8,7 +8,7 @@ import pytest
 
 from accum.simulations.families import FAMILIES, Family, make_family
 from accum.simulations.laws import LAWS, Token
-from accum.simulations.params import ParamError, ParamSpec, param_dataclass
+from accum.simulations.params import ParamError, ParamSpec, param_dataclass, parse_assignments
 from accum.simulations.steps import AngleSteps
 from accum.simulations.stats import z_threshold
 
@@ -42,13 +42,14 @@ K = z_threshold(1e-5)
     ("givens", "sigma", "1e4", "'sigma' = 10000.0 is out of range; allowed: a finite number in [0, 1000]"),
 ])
 def test_bad_parameters_name_the_parameter_and_range(name, param, value, needle):
+    """Values as typed on a command line (``--param beta=3``)."""
     with pytest.raises(ParamError) as err:
-        make_family(name, **{param: value})
+        make_family(name, **parse_assignments([f"{param}={value}"]))
     assert needle in str(err.value)
 
 
 def test_integers_are_read_exactly_and_unused_defaults_are_accepted():
-    fam = make_family("householder", w="token", table_seed="12345678901234567", dim="1e1")
+    fam = make_family("householder", **parse_assignments(["w=token", "table_seed=12345678901234567", "dim=1e1"]))
     assert fam.table_seed == 12345678901234567 and fam.dim == 10
     assert make_family("householder", table_seed=2**63 - 1, w="token").table_seed == 2**63 - 1
     # a saved config lists every parameter; the defaults of those that do not apply resolve again
@@ -76,6 +77,24 @@ def test_token_tables_that_cannot_fit_are_refused_when_the_family_is_built(name,
     assert make_family("householder", dim=4096, w="token", vocab=12207).vocab == 12207
     assert make_family("so2-accumulated", dim=2, law="token", vocab=5000, source="markov").vocab == 5000
     assert make_family("so2-accumulated", dim=2, law="token", vocab=1_000_000).vocab == 1_000_000  # iid: no matrix
+
+
+@pytest.mark.parametrize("name,params,needle", [
+    (None, {}, "family name must be a string, got None; built-in: rope, so2-accumulated"),
+    (123, {}, "family name must be a string, got 123"),
+    ("so2-accumulated", dict(dim="16"), "'dim' = '16' is not a number; allowed: an even integer in [2, 4096]"),
+    ("so2-accumulated", dict(sigma="0.5"), "'sigma' = '0.5' is not a number"),
+    ("householder", dict(beta=True), "'beta' = True is not a number"),
+    ("householder", dict(w=3), "'w' = 3 is not allowed; allowed: one of sphere, token"),
+    ("fractions:Fraction", dict(numerator="3"), "'numerator': '3' is not a number"),
+])
+def test_library_parameters_are_numbers_not_text(name, params, needle):
+    """The library takes a family name and numbers of each parameter's type; only command-line text
+    (``parse_assignments``) is parsed."""
+    with pytest.raises(ParamError) as err:
+        make_family(name, **params)
+    assert needle in str(err.value)
+    assert make_family("so2-accumulated", **parse_assignments(["dim=16", "sigma=0.5"])).dim == 16
 
 
 def test_unknown_family_and_bad_sample_sizes():
