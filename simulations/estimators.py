@@ -28,12 +28,29 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from .families import Family
-from .params import ParamError, check_int
+from .params import ParamError, ParamSpec, check_int, field_error
 from .stats import first_crossing
 from .steps import AngleSteps, HouseholderSteps, from_complex_planes, to_complex_planes
 
 #: memory budget for one batch of path samples, in float64 numbers
 BATCH_BUDGET = 2_000_000
+
+# Upper limits of the estimators' arguments (``accum measure`` declares its options with the same ones,
+# ``simulations.measure``).  Results are arrays over the steps (times 16 groups), so 1e7 steps is about 2.6 GB;
+# 1e9 samples or far-set sizes is days of work already.
+#: the most steps n_steps (also context, offset and a streaming chunk)
+MAX_STEPS = 10**7
+#: the most Monte Carlo samples n_samples
+MAX_SAMPLES = 10**9
+#: the largest far-set size N
+MAX_FAR_SIZE = 10**9
+#: the most histogram bins of ``score_gap``
+MAX_BINS = 10**6
+#: the near logit s0 (and the ALiBi slope, likewise): the log far mass is about -s0 and its square is taken for the
+#: standard error, which overflows float64 past ~1e154; at 1e6 the near weight is 1 to double precision already
+#: wherever far scores stay 1e-3 below the near score
+S0 = ParamSpec("s0", "float", 4.0, "near logit |q||k|", lo=0.0, hi=1e6, lo_open=True)
+ALIBI_SLOPE = ParamSpec("alibi_slope", "float", 0.0, "ALiBi slope (0 = none)", lo=0.0, hi=1e6)
 
 
 def _plain(x: Any) -> Any:
@@ -123,9 +140,50 @@ def unit_probe(dim: int) -> np.ndarray:
     return np.full(dim, 1.0 / np.sqrt(dim))
 
 
+def check_family(family: Any) -> Family:
+    """``family`` if it implements ``Family`` (``dim`` an integer >= 1 and ``sample``), else ``ParamError``
+    naming family."""
+    if not isinstance(family, Family):
+        raise field_error("family", f"must be a Family object (dim, sample(rng, n_steps, batch)), e.g. "
+                                    f"make_family('rope'); got {family!r}")
+    check_int("family.dim", family.dim, 1)
+    return family
+
+
+def check_rng(rng: Any) -> np.random.Generator:
+    """``rng`` if it is a ``numpy.random.Generator``, else ``ParamError`` naming rng."""
+    if not isinstance(rng, np.random.Generator):
+        raise field_error("rng", f"must be a numpy Generator, e.g. np.random.default_rng(seed); got {rng!r}")
+    return rng
+
+
+def probe(name: str, x: Any, dim: int) -> np.ndarray:
+    """Probe vector ``x`` as float64 (d,), or ``unit_probe`` for None; ``ParamError`` naming it unless it is real,
+    of shape (d,) and finite."""
+    if x is None:
+        return unit_probe(dim)
+    try:
+        arr = np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        raise field_error(name, f"must be a real vector of shape ({dim},), got {x!r}") from None
+    if arr.shape != (dim,) or not np.all(np.isfinite(arr)):
+        raise field_error(name, f"must be a finite real vector of shape ({dim},), got {x!r}")
+    return arr
+
+
+def check_samples(n_samples: Any, least: int = 2) -> int:
+    """``n_samples`` as an int in [least, MAX_SAMPLES] (two or more wherever a standard error is computed)."""
+    return check_int("n_samples", n_samples, least, MAX_SAMPLES)
+
+
+def check_steps(name: str, n_steps: Any) -> int:
+    """A step count (n_steps, context, offset) as an int in [1, MAX_STEPS]."""
+    return check_int(name, n_steps, 1, MAX_STEPS)
+
+
 def group_sizes(n_samples: int, groups: int = 16, least: int = 2) -> list[int]:
     """Split n_samples (>= ``least``) into min(groups, n_samples) near-equal group sizes."""
-    n_samples = check_int("n_samples", n_samples, least)
+    n_samples = check_samples(n_samples, least)
     g = min(groups, n_samples)
     base, extra = divmod(n_samples, g)
     return [base + (i < extra) for i in range(g)]
@@ -306,9 +364,10 @@ def coherence(family: Family, n_steps: int, n_samples: int, rng: np.random.Gener
     (``backend_torch.angle_sampler``: rope and so2-accumulated families) and sums there; that path does not
     chunk over steps (one sample's n_steps d/2 angles must fit the device).
     """
-    check_int("n_steps", n_steps, 1)
-    q = unit_probe(family.dim) if q is None else np.asarray(q, float)
-    k = unit_probe(family.dim) if k is None else np.asarray(k, float)
+    check_family(family)
+    check_rng(rng)
+    check_steps("n_steps", n_steps)
+    q, k = probe("q", q, family.dim), probe("k", k, family.dim)
     per_sample = path_floats(step_form(family), family.dim, n_steps)
     if device is None:
         sums, squares, sizes = grouped_sums(lambda b: bilinear_path(family, rng, n_steps, b, q, k), n_samples, per_sample)
@@ -350,7 +409,9 @@ def mean_product_sq(family: Family, n_steps: int, n_samples: int, rng: np.random
     Jackknife standard error over groups (n_samples >= 4, so each left-out set still has two samples).
     Block-SO(2) steps keep only per-plane cos/sin sums (``_angle_cos_sin_sums``, ``_rotation_block_sums``).
     """
-    check_int("n_steps", n_steps, 1)
+    check_family(family)
+    check_rng(rng)
+    check_steps("n_steps", n_steps)
     d = family.dim
     eye = np.eye(d)
     sizes = group_sizes(n_samples, least=4)
@@ -438,8 +499,10 @@ def onset(family: Family, eps: float, n_steps: int, n_samples: int, rng: np.rand
     Interpolated between integer steps (``stats.first_crossing``) so the jackknife standard error is meaningful.
     Theory (i.i.d. steps with E[A] = rho I): n_eps = log(eps) / log(rho).
     """
+    check_family(family)
+    check_rng(rng)
     _check_eps(eps)
-    check_int("n_steps", n_steps, 1)
+    check_steps("n_steps", n_steps)
     q = k = unit_probe(family.dim)
     sums, squares, sizes = grouped_sums(lambda b: bilinear_path(family, rng, n_steps, b, q, k),
                                         n_samples, path_floats(step_form(family), family.dim, n_steps))
@@ -452,7 +515,9 @@ def _last_row_sums(family: Family, context: int, n_samples: int, rng: np.random.
 
     One fresh sequence of length T per sample; the row is the transposed transport of q read against k.
     """
-    check_int("context", context, 1)
+    check_family(family)
+    check_rng(rng)
+    check_steps("context", context)
     q = k = unit_probe(family.dim)
 
     def draw(b: int) -> np.ndarray:
@@ -496,8 +561,11 @@ def score_gap(family: Family, offset: int, n_samples: int, rng: np.random.Genera
     empirical tail P(|s| >= 1/2) and a histogram of s.  Standard error of d E[s^2] from the fourth moment.
     Streamed: each batch is folded into running moments, histogram counts and the tail count.
     """
-    check_int("offset", offset, 1)
-    check_int("n_samples", n_samples, 2)  # a standard error needs two
+    check_family(family)
+    check_rng(rng)
+    check_steps("offset", offset)
+    check_samples(n_samples)  # a standard error needs two
+    check_int("bins", bins, 1, MAX_BINS)
     d = family.dim
     q = k = unit_probe(d)
     far_m, sq_m = Moments(), Moments()
@@ -526,10 +594,22 @@ def stream_floats(form: str, d: int, chunk: int, largest: int) -> int:
 
 
 def _check_sizes(name: str, sizes: Sequence[int]) -> np.ndarray:
+    """``sizes`` as a 1-d integer array, increasing, in [1, MAX_FAR_SIZE]; else ``ParamError`` naming ``name``."""
     arr = np.asarray(sizes)
-    if arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer) or np.any(arr < 1) or np.any(np.diff(arr) <= 0):
-        raise ParamError(f"{name} must be a non-empty increasing list of integers >= 1, got {list(sizes)!r}")
+    if (arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer) or np.any(arr < 1)
+            or np.any(arr > MAX_FAR_SIZE) or np.any(np.diff(arr) <= 0)):
+        raise field_error(name, f"must be a non-empty increasing list of integers in [1, {MAX_FAR_SIZE}], "
+                                f"got {sizes!r}")
     return arr
+
+
+def _check_streaming(family: Any, far_sizes: Any, n_samples: Any, rng: Any, chunk: Any) -> np.ndarray:
+    """The arguments shared by ``near_weight`` and ``far_residual``; returns the far sizes as an array."""
+    check_family(family)
+    check_rng(rng)
+    check_samples(n_samples)
+    check_int("chunk", chunk, 1, MAX_STEPS)
+    return _check_sizes("far_sizes", far_sizes)
 
 
 def near_weight(family: Family, far_sizes: Sequence[int], s0: float, n_samples: int, rng: np.random.Generator,
@@ -547,12 +627,8 @@ def near_weight(family: Family, far_sizes: Sequence[int], s0: float, n_samples: 
     """
     import torch
 
-    sizes = _check_sizes("far_sizes", far_sizes)
-    if not np.isfinite(s0) or s0 <= 0:
-        raise ParamError(f"s0 must be a finite number > 0, got {s0!r}")
-    if not np.isfinite(alibi_slope) or alibi_slope < 0:
-        raise ParamError(f"alibi_slope must be a finite number >= 0, got {alibi_slope!r}")
-    check_int("chunk", chunk, 1)
+    sizes = _check_streaming(family, far_sizes, n_samples, rng, chunk)
+    s0, alibi_slope = S0.validate(s0), ALIBI_SLOPE.validate(alibi_slope)
     d = family.dim
     q = k = unit_probe(d)
     next_scores = _score_source(family, rng, q, k, device)
@@ -631,8 +707,9 @@ def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: 
     """
     from . import backend_torch as bt
 
-    sizes = _check_sizes("far_sizes", far_sizes)
-    check_int("chunk", chunk, 1)
+    sizes = _check_streaming(family, far_sizes, n_samples, rng, chunk)
+    if not isinstance(value_rotation, (bool, np.bool_)):
+        raise field_error("value_rotation", f"must be True or False, got {value_rotation!r}")
     d = family.dim
     m = unit_probe(d)
     dev = bt.check_device(device)
@@ -702,7 +779,9 @@ def drift(family: Family, n_steps: int, rng: np.random.Generator) -> dict:
     grow with n_steps; a family whose draws are sequential (e.g. Gaussian-based) sees the same numbers as one
     draw of all n_steps.
     """
-    check_int("n_steps", n_steps, 1)
+    check_family(family)
+    check_rng(rng)
+    check_steps("n_steps", n_steps)
     d = family.dim
     per_chunk = max(1, BATCH_BUDGET // (d * d))
     products = {"fp64": np.eye(d), "fp32": np.eye(d, dtype=np.float32)}

@@ -24,7 +24,7 @@ from .params import MAX_MEMORY_BYTES, ParamError, ParamSpec, check_memory, check
 from .results import NonFiniteError, jsonable, make_record
 from .userfamily import SampleReport, check_sample
 
-_SAMPLES = lambda default: ParamSpec("samples", "int", default, "Monte Carlo samples", lo=2, hi=10**9)  # noqa: E731
+_SAMPLES = lambda default: ParamSpec("samples", "int", default, "Monte Carlo samples", lo=2, hi=est.MAX_SAMPLES)  # noqa: E731
 
 
 def far_grid(n_max: int, points: int) -> np.ndarray:
@@ -187,12 +187,12 @@ def _memory_drift(o: dict, d: int, form: str) -> dict[str, float]:
     return {"steps": chunk * (sample_numbers(form, d) + dense + 1.5 * d * d)}
 
 
-_STEPS = lambda default: ParamSpec("steps", "int", default, "number of accumulated steps n", lo=1, hi=10**7)  # noqa: E731
-_CHUNK = ParamSpec("chunk", "int", 4096, "streaming chunk length", lo=1, hi=10**7)
+_STEPS = lambda default: ParamSpec("steps", "int", default, "number of accumulated steps n", lo=1, hi=est.MAX_STEPS)  # noqa: E731
+_CHUNK = ParamSpec("chunk", "int", 4096, "streaming chunk length", lo=1, hi=est.MAX_STEPS)
 _DEVICE = ParamSpec("device", "choice", "numpy", "numpy draws (default), or torch draws and sums on cpu / cuda "
                     "(rope, and so2-accumulated with gaussian, uniform, rope-uniform or lattice angles; another "
                     "random stream of the same law)", choices=("numpy", "cpu", "cuda"))
-_GRID = (ParamSpec("n_max", "int", 10_000, "largest far-set size N", lo=1, hi=10**9),
+_GRID = (ParamSpec("n_max", "int", 10_000, "largest far-set size N", lo=1, hi=est.MAX_FAR_SIZE),
          ParamSpec("points", "int", 5, "far-set sizes on a geometric grid", lo=1, hi=200))
 
 QUANTITIES: dict[str, Quantity] = {q.name: q for q in (
@@ -203,12 +203,11 @@ QUANTITIES: dict[str, Quantity] = {q.name: q for q in (
              (ParamSpec("eps", "float", 0.05, "coherence threshold", lo=0.0, hi=1.0, lo_open=True, hi_open=True),
               _STEPS(512), _SAMPLES(2000)), _onset, _memory_coherence),
     Quantity("window", "mixing-window width W(T) = sum_Delta c_T(Delta)^2",
-             (ParamSpec("context", "int", 256, "context length T", lo=1, hi=10**7), _SAMPLES(400)), _window, _memory_window),
+             (ParamSpec("context", "int", 256, "context length T", lo=1, hi=est.MAX_STEPS), _SAMPLES(400)), _window, _memory_window),
     Quantity("score-gap", "far-score variance d E[s^2] and the near/far gap",
-             (ParamSpec("offset", "int", 256, "far distance Delta", lo=1, hi=10**7), _SAMPLES(20000)), _score_gap, _memory_score_gap),
+             (ParamSpec("offset", "int", 256, "far distance Delta", lo=1, hi=est.MAX_STEPS), _SAMPLES(20000)), _score_gap, _memory_score_gap),
     Quantity("near-weight", "near-target attention weight vs far-set size N",
-             (*_GRID, ParamSpec("s0", "float", 4.0, "near logit |q||k|", lo=0.0, lo_open=True),
-              ParamSpec("alibi_slope", "float", 0.0, "ALiBi slope (0 = none)", lo=0.0), _SAMPLES(32), _CHUNK, _DEVICE),
+             (*_GRID, est.S0, est.ALIBI_SLOPE, _SAMPLES(32), _CHUNK, _DEVICE),
              _near_weight, _memory_streamed),
     Quantity("far-residual", "|far value residual|^2 / |m|^2 vs N",
              (*_GRID, ParamSpec("value_rotation", "int", 1, "1: rotate values (QKV), 0: QK only", lo=0, hi=1),

@@ -219,16 +219,37 @@ def test_drift_fp32_exceeds_fp64():
 
 
 @pytest.mark.parametrize("call,needle", [
-    (lambda f, r: est.coherence(f, 0, 10, r), "n_steps must be an integer >= 1"),
-    (lambda f, r: est.coherence(f, 5, 1, r), "n_samples must be an integer >= 2"),
+    (lambda f, r: est.coherence(f, 0, 10, r), "n_steps must be an integer in [1, 10000000], got 0"),
+    (lambda f, r: est.coherence(f, 5, 1, r), "n_samples must be an integer in [2, 1000000000], got 1"),
     (lambda f, r: est.onset(f, 1.5, 5, 10, r), "eps must lie in (0, 1)"),
     (lambda f, r: est.near_weight(f, [10, 5], 1.0, 4, r), "far_sizes must be a non-empty increasing list"),
-    (lambda f, r: est.near_weight(f, [5], -1.0, 4, r), "s0 must be a finite number > 0"),
+    (lambda f, r: est.near_weight(f, [5], -1.0, 4, r), "'s0' = -1.0 is out of range; allowed: a finite number in (0, 1e+06]"),
     (lambda f, r: est.near_weight(f, [5], 1.0, 4, r, alibi_slope=float("nan")), "alibi_slope"),
     (lambda f, r: est.far_residual(f, [], 4, r), "far_sizes"),
-    (lambda f, r: est.window(f, 0, 8, r), "context must be an integer >= 1"),
-    (lambda f, r: est.score_gap(f, 0, 8, r), "offset must be an integer >= 1"),
-    (lambda f, r: est.near_weight(f, [5], 1.0, 4, r, chunk=0), "chunk must be an integer >= 1"),
+    (lambda f, r: est.window(f, 0, 8, r), "context must be an integer in [1, 10000000], got 0"),
+    (lambda f, r: est.score_gap(f, 0, 8, r), "offset must be an integer in [1, 10000000], got 0"),
+    (lambda f, r: est.near_weight(f, [5], 1.0, 4, r, chunk=0), "chunk must be an integer in [1, 10000000], got 0"),
+    # found by a new-user sweep: each was silently wrong, or failed deep inside with a numpy / Python error
+    (lambda f, r: est.near_weight(f, [10], 4.0, -1, r), "n_samples must be an integer in [2, 1000000000], got -1"),
+    (lambda f, r: est.near_weight(f, [10], 4.0, 1, r), "n_samples must be an integer in [2, 1000000000], got 1"),
+    (lambda f, r: est.far_residual(f, [10], 1, r), "n_samples must be an integer in [2, 1000000000], got 1"),
+    (lambda f, r: est.near_weight(f, 10, 4.0, 4, r), "far_sizes must be a non-empty increasing list of integers in "
+                                                      "[1, 1000000000], got 10"),
+    (lambda f, r: est.far_residual(f, [10**10], 4, r), "far_sizes"),
+    (lambda f, r: est.score_gap(f, 4, 10, r, bins=0), "bins must be an integer in [1, 1000000], got 0"),
+    (lambda f, r: est.score_gap(f, 4, 10, r, bins=-1), "bins must be an integer"),
+    (lambda f, r: est.near_weight(f, [10], 1e308, 4, r), "'s0' = 1e+308 is out of range"),
+    (lambda f, r: est.coherence(f, 4, 10, r, q=[np.nan, 0.0, 1.0]), "q must be a finite real vector of shape (3,)"),
+    (lambda f, r: est.coherence(f, 4, 10, r, k=[1.0, 0.0]), "k must be a finite real vector of shape (3,)"),
+    (lambda f, r: est.far_residual(f, [10], 4, r, value_rotation=2), "value_rotation must be True or False, got 2"),
+    (lambda f, r: est.coherence(f, 4, 10**15, r), "n_samples must be an integer in [2, 1000000000]"),
+    (lambda f, r: est.coherence(f, 10**12, 10, r), "n_steps must be an integer in [1, 10000000]"),
+    (lambda f, r: est.mean_product_sq(f, 10**12, 10, r), "n_steps must be an integer in [1, 10000000]"),
+    (lambda f, r: est.drift(f, 10**12, r), "n_steps must be an integer in [1, 10000000]"),
+    (lambda f, r: est.coherence(f, 4, 10, None), "rng must be a numpy Generator"),
+    (lambda f, r: est.near_weight(f, [10], 4.0, 4, 42), "rng must be a numpy Generator"),
+    (lambda f, r: est.coherence(None, 4, 10, r), "family must be a Family object"),
+    (lambda f, r: est.score_gap("rope", 4, 10, r), "family must be a Family object"),
 ])
 def test_bad_estimator_arguments(call, needle):
     with pytest.raises(ParamError) as err:
