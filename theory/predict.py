@@ -40,7 +40,8 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from accum.simulations.families import Givens, Haar, Householder, LieWalk, NoPE, Rope, SO2Accumulated, make_family
-from accum.simulations.params import ParamError
+from accum.simulations.estimators import ALIBI_SLOPE, MAX_STEPS, S0
+from accum.simulations.params import ParamError, ParamSpec
 
 from . import far, groups, householder, moments, so2, values, window
 from ._common import NoClosedForm, as_sizes, probes
@@ -298,8 +299,31 @@ def predict(quantity: str, family: Any, **options: Any) -> Any:
     return QUANTITIES[quantity](family, **options)
 
 
+#: the ranges of the numeric options, with the estimators' limits (``simulations.estimators``)
+OPTION_SPECS: dict[str, ParamSpec] = {spec.name: spec for spec in (
+    ParamSpec("steps", "int", 64, "last step n of a curve", lo=0, hi=MAX_STEPS),
+    ParamSpec("max_steps", "int", 100_000, "steps searched for the onset", lo=1, hi=MAX_STEPS),
+    ParamSpec("context", "int", 256, "context length T", lo=1, hi=MAX_STEPS),
+    ParamSpec("offset", "int", 256, "far distance Delta", lo=0, hi=MAX_STEPS),
+    ParamSpec("eps", "float", 0.05, "coherence threshold", lo=0.0, hi=1.0, lo_open=True, hi_open=True),
+    S0,
+    ParamSpec("slope", "float", 0.0, ALIBI_SLOPE.doc, lo=ALIBI_SLOPE.lo, hi=ALIBI_SLOPE.hi),
+)}
+
+
+def _check_options(options: dict) -> None:
+    """Validate in place the numeric options named in ``OPTION_SPECS`` (``ParamError`` naming the option and its
+    range) and ``value_rotation`` (a bool); probes and far sizes are checked where they are read."""
+    for name, spec in OPTION_SPECS.items():
+        if name in options:
+            options[name] = spec.validate(options[name])
+    if not isinstance(options.get("value_rotation", True), (bool, np.bool_)):
+        raise ParamError(f"value_rotation must be True or False, got {options['value_rotation']!r}")
+
+
 def _resolve(quantity: str, family: Any, options: dict) -> Any:
-    """The family object (built from a name), after checking the quantity and that its options bind."""
+    """The family object (built from a name), after checking the quantity, that its options bind and their
+    ranges (``_check_options``)."""
     if quantity not in QUANTITIES:
         raise ParamError(f"quantity {quantity!r} is unknown; allowed: {', '.join(QUANTITIES)}")
     if isinstance(family, str):
@@ -308,6 +332,7 @@ def _resolve(quantity: str, family: Any, options: dict) -> Any:
         inspect.signature(QUANTITIES[quantity]).bind(family, **options)
     except TypeError as err:
         raise ParamError(f"predict({quantity!r}): bad options {sorted(options)} ({err})") from None
+    _check_options(options)
     return family
 
 

@@ -74,3 +74,24 @@ def test_errors_name_the_problem():
         predict("nonsense", make_family("haar"))
     with pytest.raises(ParamError, match="bad options"):
         predict("coherence", make_family("haar"), step=3)
+
+
+@pytest.mark.parametrize("quantity,options,needle", [
+    ("coherence", dict(steps=-1), "'steps' = -1 is out of range; allowed: an integer in [0, 10000000]"),
+    ("coherence", dict(steps=float("nan")), "'steps' = nan is not finite"),
+    ("coherence", dict(steps=2.5), "'steps' = 2.5 is not an integer"),
+    ("mean-product-sq", dict(steps=10**12), "'steps' = 1000000000000 is out of range"),
+    ("window", dict(context=0), "'context' = 0 is out of range"),
+    ("onset", dict(eps=1.5), "'eps' = 1.5 is out of range; allowed: a finite number in (0, 1)"),
+    ("far-variance", dict(offset=-3), "'offset' = -3 is out of range"),
+    ("far-mass", dict(far_sizes=[10], s0=float("inf")), "'s0' = inf is not finite"),
+    ("alibi-floor", dict(far_sizes=[10], s0=1.0, slope=-1.0), "'slope' = -1.0 is out of range"),
+    ("far-residual", dict(far_sizes=[10], value_rotation=2), "value_rotation must be True or False, got 2"),
+])
+def test_prediction_refuses_options_out_of_range(quantity, options, needle):
+    """Found by a new-user sweep: steps=-1 gave an empty curve and steps=nan a numpy ValueError."""
+    from accum.theory.predict import prediction
+
+    with pytest.raises(ParamError) as err:
+        prediction(quantity, make_family("so2-accumulated", dim=4), **options)
+    assert needle in str(err.value)
