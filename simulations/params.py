@@ -80,7 +80,7 @@ class ParamSpec:
             if self.kind == "int":
                 value: Any = _parse_int(text)
             elif self.kind == "float":
-                value = float(text)
+                value = _parse_float(text)
             else:
                 value = str(text)
         except ValueError:
@@ -149,6 +149,15 @@ def _parse_int(text: str) -> int:
         if not (as_float.is_integer() and abs(as_float) < 2.0**53):
             raise
         return int(as_float)
+
+
+def _parse_float(text: str) -> float:
+    """A float from text; ``ValueError`` unless it is a number, and for a nonzero number that underflows to 0 in
+    float64 (``"1e-400"``), which is not read as 0."""
+    value = float(text)
+    if value == 0.0 and any(ch in "123456789" for ch in text.lower().partition("e")[0]):
+        raise ValueError(f"{text!r} underflows to 0")
+    return value
 
 
 def _fmt_int(x: float) -> str:

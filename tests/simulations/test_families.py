@@ -27,6 +27,8 @@ K = z_threshold(1e-5)
     ("haar", "colour", "1", "unknown parameter(s) colour"),
     ("householder", "table_seed", "9223372036854775808", "'table_seed' = 9223372036854775808 is out of range"),
     ("householder", "dim", "1e400", "'dim': cannot read '1e400'"),
+    ("householder", "beta", "1e-400", "'beta': cannot read '1e-400'"),  # underflows: not read as 0
+    ("householder", "beta", "-2.5e-999", "'beta': cannot read '-2.5e-999'"),
     ("so2-accumulated", "kappa", "5", "'kappa' = 5.0 applies only with law = vonmises, not law = 'gaussian'"),
     ("householder", "vocab", "4", "'vocab' = 4 applies only with w = token"),
     # finite upper bounds: a huge scale is refused up front with the allowed range (simulations.laws docstring)
@@ -50,6 +52,8 @@ def test_bad_parameters_name_the_parameter_and_range(name, param, value, needle)
 
 def test_integers_are_read_exactly_and_unused_defaults_are_accepted():
     fam = make_family("householder", **parse_assignments(["w=token", "table_seed=12345678901234567", "dim=1e1"]))
+    assert [make_family("householder", **parse_assignments([f"beta={text}"])).beta for text in ("0", "0e-400", "-0.0",
+            "1e-310")] == [0.0, 0.0, 0.0, 1e-310]  # zero written as zero, and a subnormal, are read as they are
     assert fam.table_seed == 12345678901234567 and fam.dim == 10
     assert make_family("householder", table_seed=2**63 - 1, w="token").table_seed == 2**63 - 1
     # a saved config lists every parameter; the defaults of those that do not apply resolve again
