@@ -59,6 +59,21 @@ def token_law(family: Any) -> Any:
     return law if isinstance(law, Token) else None
 
 
+#: the exact theory of a token law multiplies V x V transfer matrices, one per plane (per pair of planes for second
+#: moments): at most this many complex entries at once (64 MB), so that it stays within seconds and memory
+MAX_TRANSFER_ENTRIES = 4_000_000
+
+
+def token_chain(tokens: Any, copies: int) -> tuple[np.ndarray, np.ndarray]:
+    """``tokens.chain()`` (pi (V,), P (V, V)) for a computation over ``copies`` transfer matrices P D_b, or
+    ``NoClosedForm`` when copies x V^2 exceeds MAX_TRANSFER_ENTRIES (the prediction is then missing, not wrong)."""
+    v = int(tokens.vocab)
+    if copies * v * v > MAX_TRANSFER_ENTRIES:
+        raise NoClosedForm(f"token law with vocab = {v}: its exact transfer-matrix theory needs {copies} x {v} x {v} "
+                           f"entries, over MAX_TRANSFER_ENTRIES = {MAX_TRANSFER_ENTRIES:g}")
+    return tokens.chain()
+
+
 def plane_characteristic(family: Any, k: int = 1) -> np.ndarray:
     """One-step characteristic phi_b(k) = E exp(i k theta_{t,b}) per plane, complex (d/2,).
 
@@ -105,7 +120,7 @@ def path_characteristic(family: Any, n: int, k: int = 1) -> np.ndarray:
     t = np.arange(n + 1)
     tokens = token_law(family)
     if tokens is not None:
-        pi, p = tokens.chain()
+        pi, p = token_chain(tokens, family.dim // 2)
         return chain_characteristic(pi, p, k * tokens.table(family.dim).T, n).T
     phi = plane_characteristic(family, k)
     if kind is Rope:
@@ -121,7 +136,7 @@ def transfer_rate(family: Any, k: int = 1) -> np.ndarray:
     """
     tokens = token_law(family)
     if tokens is not None:
-        pi, p = tokens.chain()
+        pi, p = token_chain(tokens, family.dim // 2)
         d = np.exp(1j * k * tokens.table(family.dim).T)  # (d/2, V)
         mats = p[None, :, :] * d[:, None, :]  # P D_b: column x scaled by e^{i k table[x, b]}
         return np.max(np.abs(np.linalg.eigvals(mats)), axis=-1)
@@ -171,7 +186,7 @@ def pair_characteristics(family: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
     tokens = token_law(family)
     if tokens is not None:
         tab = tokens.table(family.dim).T  # (d/2, V)
-        pi, p = tokens.chain()
+        pi, p = token_chain(tokens, half * half)
         plus = chain_characteristic(pi, p, tab[:, None, :] + tab[None, :, :], n)[..., -1]
         minus = chain_characteristic(pi, p, tab[:, None, :] - tab[None, :, :], n)[..., -1]
         return plus, minus

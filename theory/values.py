@@ -120,7 +120,7 @@ def family_residual_sq(family: Any, n_far: Any, m: Any = None, value_rotation: b
         weights = np.abs(planes(m)) ** 2 / float(m @ m)
         tokens = so2.token_law(family)
         if tokens is not None:
-            pi, p = tokens.chain()
+            pi, p = so2.token_chain(tokens, d // 2)
             per_plane = residual_sq_chain(pi, p, tokens.table(d).T, sizes)
         else:
             per_plane = residual_sq(so2.plane_characteristic(family, 1), sizes)

@@ -20,6 +20,7 @@ from accum.simulations.results import read_record
 from accum.simulations.stats import z_threshold
 from accum.simulations.steps import AngleSteps, DenseSteps, HouseholderSteps
 from accum.theory import checks, groups, householder
+from accum.theory._common import NoClosedForm
 from accum.theory.cli import add_subparser, run
 
 BUDGET = 1e-4
@@ -185,6 +186,20 @@ def test_untouched_directions_fail_c1_and_c4_without_a_false_hint():
     assert "kappa = 1" in r.claims["C4"]["why"]
     near = checks.verdict({**r.conditions, "first-moment-gap": checks.Condition("first-moment-gap", False, 0.99, 0.004)})[0]
     assert "more --samples may resolve it" in near["C1"]["why"]  # 2.5 se below 1: more samples can decide
+
+
+def test_token_laws_too_large_for_the_transfer_matrix_have_no_closed_form_not_a_crash():
+    """vocab = 10^6: the V x V transfer matrix (7 TiB) is never formed; the i.i.d. law's mean step still has its
+    closed form (n = 1 needs no transfer), a Markov law over 5000 tokens has no product rate, so C1 is not
+    certified for its dependent steps."""
+    from accum.theory import so2
+
+    big = make_family("so2-accumulated", dim=2, law="token", vocab=10**6)
+    with pytest.raises(NoClosedForm, match="MAX_TRANSFER_ENTRIES"):
+        so2.path_characteristic(big, 3)
+    assert report(big, samples=400).condition_holds
+    markov = report(make_family("so2-accumulated", dim=16, law="token", vocab=5000, source="markov"), samples=400)
+    assert "product_rate" not in markov.theory and "no product rate is known" in markov.claims["C1"]["why"]
 
 
 def test_markov_tokens_are_dependent_and_certified_by_the_transfer_matrix():
