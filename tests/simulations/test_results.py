@@ -33,7 +33,7 @@ def test_read_record_refuses_nonfinite_literals_and_strings(tmp_path):
         read_record(tmp_path)
     for value in ("NaN", "-Infinity", "1e999", "-1e999"):                # json reads each as a float
         path.write_text(json.dumps({**good, "result": {"mean": [1.0, "X"]}}).replace('"X"', value))
-        with pytest.raises(ResultError, match=rf"v\.json: result\.mean\[1\] is not a finite number"):
+        with pytest.raises(ResultError, match=r"v\.json: result\.mean\[1\] is not a finite number"):
             read_record(path)
 
 
