@@ -40,7 +40,7 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from accum.simulations.families import Givens, Haar, Householder, LieWalk, NoPE, Rope, SO2Accumulated, make_family
-from accum.simulations.estimators import ALIBI_SLOPE, MAX_STEPS, S0
+from accum.simulations.estimators import ALIBI_SLOPE, MAX_STEPS, S0, check_family
 from accum.simulations.params import ParamError, ParamSpec
 
 from . import far, groups, householder, moments, so2, values, window
@@ -322,12 +322,11 @@ def _check_options(options: dict) -> None:
 
 
 def _resolve(quantity: str, family: Any, options: dict) -> Any:
-    """The family object (built from a name), after checking the quantity, that its options bind and their
-    ranges (``_check_options``)."""
+    """The family object (built from a name; anything else must be a ``Family``), after checking the quantity,
+    that its options bind and their ranges (``_check_options``)."""
     if quantity not in QUANTITIES:
         raise ParamError(f"quantity {quantity!r} is unknown; allowed: {', '.join(QUANTITIES)}")
-    if isinstance(family, str):
-        family = make_family(family)
+    family = check_family(make_family(family) if isinstance(family, str) else family)
     try:
         inspect.signature(QUANTITIES[quantity]).bind(family, **options)
     except TypeError as err:

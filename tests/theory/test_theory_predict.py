@@ -8,7 +8,7 @@ import pytest
 from accum.simulations.examples import SignedPermutation
 from accum.simulations.families import make_family
 from accum.simulations.params import ParamError
-from accum.theory import NoClosedForm, QUANTITIES, predict
+from accum.theory import NoClosedForm, QUANTITIES, predict, prediction
 from accum.theory import groups, householder
 
 BUILTINS = [("rope", {}), ("nope", {}), ("so2-accumulated", dict(law="gaussian")), ("so2-accumulated", dict(law="token", source="markov")),
@@ -74,6 +74,9 @@ def test_errors_name_the_problem():
         predict("nonsense", make_family("haar"))
     with pytest.raises(ParamError, match="bad options"):
         predict("coherence", make_family("haar"), step=3)
+    for not_a_family in (None, 42, object()):  # named as the family, not as a missing attribute or rng
+        with pytest.raises(ParamError, match="family must be a Family object"):
+            prediction("coherence", not_a_family, steps=3, rng=np.random.default_rng(0))
 
 
 @pytest.mark.parametrize("quantity,options,needle", [
