@@ -316,7 +316,7 @@ def run_plan(jobs: Sequence[Check], seed: int, progress: bool, workers: int = 1,
             if found is not None and tuple(m.kind for m in found) == job.kinds():
                 results[i], timings[job.label] = found, 0.0
     items = [(i, job, seed) for i, job in enumerate(jobs) if i not in results]
-    with tqdm(total=len(jobs), initial=len(results), desc="accum verify", disable=not progress, unit="check") as bar:
+    with tqdm(total=len(jobs), initial=len(results), desc="accum verify", disable=None if progress else True, unit="check") as bar:
         for item, outcome in map_outcomes(run_job, items, workers, client):
             position, job, _ = item
             if isinstance(outcome, Exception):
@@ -488,7 +488,7 @@ def calibrate(preset: str, runs: int, seed: int, budget: float, workers: int, cl
                 done[seed + 1 + i] = found
     items = [(preset, seed + 1 + i, budget) for i in range(runs) if seed + 1 + i not in done]
     outcomes = list(done.values())
-    with tqdm(total=runs, initial=len(done), desc="accum verify --calibrate", unit="report", disable=not progress) as bar:
+    with tqdm(total=runs, initial=len(done), desc="accum verify --calibrate", unit="report", disable=None if progress else True) as bar:
         for (_, s, _), outcome in map_outcomes(_report_outcome, items, workers, client):
             if isinstance(outcome, Exception):
                 raise outcome

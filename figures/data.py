@@ -78,7 +78,7 @@ def ensure(jobs: Sequence[CurveSpec], results_dir: str | Path = DEFAULT_RESULTS,
     records = {p.hash: load(results_dir, p) for p in planned}
     todo = list({p.hash: p for p in planned if records[p.hash] is None}.values())
     failed = []
-    with tqdm(total=len(todo), desc="figure data", unit="job", disable=not progress or not todo) as bar:
+    with tqdm(total=len(todo), desc="figure data", unit="job", disable=None if progress and todo else True) as bar:
         for job, outcome in sweep.outcomes(todo, workers, None):
             if isinstance(outcome, Exception):
                 failed.append(f"{job.where}: {type(outcome).__name__}: {outcome}")

@@ -572,7 +572,7 @@ def run_sweep(grid: Grid, *, workers: int = 1, scheduler: str | None = None, pro
         todo = [job for job in jobs if status[job.hash] == "pending"]
         failed = []
         try:
-            with tqdm(total=len(jobs), initial=len(jobs) - len(todo), unit="job", disable=not progress) as bar:
+            with tqdm(total=len(jobs), initial=len(jobs) - len(todo), unit="job", disable=None if progress else True) as bar:
                 for job, outcome in outcomes(todo, workers, client):
                     if isinstance(outcome, Exception):
                         status[job.hash] = f"failed: {type(outcome).__name__}: {outcome}"
