@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from .families import Family
-from .params import ParamError, ParamSpec, check_int, field_error
+from .params import ParamError, ParamSpec, check_bool, check_int, field_error
 from .stats import first_crossing
 from .steps import AngleSteps, HouseholderSteps, from_complex_planes, to_complex_planes
 
@@ -708,8 +708,7 @@ def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: 
     from . import backend_torch as bt
 
     sizes = _check_streaming(family, far_sizes, n_samples, rng, chunk)
-    if not isinstance(value_rotation, (bool, np.bool_)):
-        raise field_error("value_rotation", f"must be True or False, got {value_rotation!r}")
+    check_bool("value_rotation", value_rotation)
     d = family.dim
     m = unit_probe(d)
     dev = bt.check_device(device)

@@ -181,6 +181,13 @@ def check_int(name: str, value: object, low: int, high: int | None = None) -> in
     return int(value)
 
 
+def check_bool(name: str, value: object) -> bool:
+    """``value`` as a bool if it is one (Python or numpy); else ``ParamError`` naming ``name``."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise field_error(name, f"must be True or False, got {value!r}")
+    return bool(value)
+
+
 def integer_option(text: str) -> int | str:
     """argparse ``type`` of every integer option: ``text`` as an int, or unchanged when it is not an integer,
     so that the option's own check (``check_int``, ``check_seed``, ``check_threads``, ...) refuses it with the

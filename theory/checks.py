@@ -265,6 +265,11 @@ class AnglePair:
         return 2.0 * (minus + plus).real
 
 
+def householder_samples(chunks: list) -> tuple[np.ndarray, np.ndarray]:
+    """The sampled single Householder steps of ``chunks`` as w (M, d) and beta (M,)."""
+    return np.concatenate([c.w[:, 0] for c in chunks]), np.concatenate([c.beta[:, 0] for c in chunks])
+
+
 class HouseholderPair:
     """The sample second-moment operator of steps A = I - beta w w^T (symmetric, so T = S):
 
@@ -273,8 +278,7 @@ class HouseholderPair:
     O(M d^2) per application (two products with the (M, d) matrix W), never a d^2 x d^2 matrix."""
 
     def __init__(self, chunks: list):
-        self.w = np.concatenate([c.w[:, 0] for c in chunks])
-        self.beta = np.concatenate([c.beta[:, 0] for c in chunks])
+        self.w, self.beta = householder_samples(chunks)
         self.c = self.w.T @ (self.beta[:, None] * self.w) / self.w.shape[0]
         self.cost = 6.0 * self.w.size * self.w.shape[1]  # flops of one application
 
@@ -595,7 +599,7 @@ def householder_coherent_direction(w: np.ndarray, beta: np.ndarray) -> float | N
     active = np.abs(b) > FIXED_TOL
     u = w[active] / norms[active, None]
     d = w.shape[1]
-    uncovered = 1.0 if np.linalg.matrix_rank(u) < d else 0.0
+    uncovered = 1.0 if span_basis(u).shape[1] < d else 0.0
     reflection = np.abs(b[active] - 2.0) <= FIXED_TOL
     if not reflection.any():
         return uncovered
@@ -610,10 +614,19 @@ def householder_coherent_direction(w: np.ndarray, beta: np.ndarray) -> float | N
             if not joins.any():
                 break
             members |= joins
-            basis = np.linalg.svd(left[members].T, full_matrices=False)[0][:, :np.linalg.matrix_rank(left[members])]
-        largest = max(largest, 1.0 / np.linalg.matrix_rank(left[members]))
+            basis = span_basis(left[members])
+        largest = max(largest, 1.0 / basis.shape[1])
         left = left[~members]
     return largest
+
+
+def span_basis(vectors: np.ndarray) -> np.ndarray:
+    """Orthonormal basis (d, r) of the span of the rows of ``vectors`` (m, d), r its numerical rank (singular values
+    above numpy's ``matrix_rank`` tolerance, s_max max(m, d) eps), from one SVD."""
+    if vectors.shape[0] == 0:
+        return np.zeros((vectors.shape[1], 0))
+    left, s, _ = np.linalg.svd(vectors.T, full_matrices=False)
+    return left[:, : int(np.sum(s > s.max() * max(vectors.shape) * np.finfo(float).eps))]
 
 
 def plane_angles(mats: np.ndarray) -> np.ndarray | None:
@@ -744,8 +757,7 @@ def check(family: Any, rng: np.random.Generator, samples: int | None = None, bud
     if all(isinstance(c, AngleSteps) for c in chunks):
         kappa, where = plane_coherent_direction(AnglePair(chunks), rng), "fixed space in the plane basis"
     elif all(isinstance(c, HouseholderSteps) for c in chunks):
-        kappa = householder_coherent_direction(np.concatenate([c.w[:, 0] for c in chunks]),
-                                               np.concatenate([c.beta[:, 0] for c in chunks]))
+        kappa = householder_coherent_direction(*householder_samples(chunks))
         where = "fixed space from the span of the w's"
     if kappa is None and d <= pair_dim:
         kappa, where = coherent_direction(fixed_space(pair_mean(dense_steps(chunks)))[0], d, rng), "explicit fixed space"

@@ -41,7 +41,7 @@ import numpy as np
 
 from accum.simulations.families import Givens, Haar, Householder, LieWalk, NoPE, Rope, SO2Accumulated, make_family
 from accum.simulations.estimators import ALIBI_SLOPE, MAX_STEPS, S0, check_family
-from accum.simulations.params import ParamError, ParamSpec
+from accum.simulations.params import ParamError, ParamSpec, check_bool
 
 from . import far, groups, householder, moments, so2, values, window
 from ._common import NoClosedForm, as_sizes, probes
@@ -317,8 +317,8 @@ def _check_options(options: dict) -> None:
     for name, spec in OPTION_SPECS.items():
         if name in options:
             options[name] = spec.validate(options[name])
-    if not isinstance(options.get("value_rotation", True), (bool, np.bool_)):
-        raise ParamError(f"value_rotation must be True or False, got {options['value_rotation']!r}")
+    if "value_rotation" in options:
+        check_bool("value_rotation", options["value_rotation"])
 
 
 def _resolve(quantity: str, family: Any, options: dict) -> Any:
