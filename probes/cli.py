@@ -20,19 +20,21 @@ import argparse
 import os
 import re
 import sys
+from contextlib import nullcontext
 from dataclasses import fields
 from pathlib import Path
 
+import numpy as np
 import torch
 
-from accum.probes import stats
+from accum.probes import stats, tables
 from accum.probes.evaluate import EvalConfig
 from accum.probes.io import json_text, read_json
 from accum.probes.model import ARMS
 from accum.probes.presets import PRESETS, preset
 from accum.probes.sweep import (EVAL_RESULTS, SweepConfig, check_analysis, check_summary, evaluate_run, markdown_table,
                                 run_order, run_sweep)
-from accum.probes.train import WEIGHTS, TrainConfig, check_train_memory, load_data, train
+from accum.probes.train import WEIGHTS, TrainConfig, angle_spread, check_train_memory, load_data, load_trained, train
 from accum.simulations.params import ParamError, check_int, integer_option
 from accum.simulations.results import ResultError, prove_writable_dirs, reserve_output
 
@@ -94,6 +96,12 @@ def add_subparser(subparsers) -> argparse.ArgumentParser:
     p_sweep.add_argument("--eval-seed", type=integer_option, default=0)
     p_sweep.add_argument("--arms", nargs="+", default=list(ARMS), help=f"subset of {' '.join(ARMS)}")
     p_sweep.add_argument("--seeds", type=integer_option, nargs="+", default=[0, 1, 2], help="training seeds (>= 3; default 0 1 2)")
+    p_sweep.add_argument("--looks", type=integer_option, nargs="+", default=None,
+                         help="sequential design: judge each claim at these numbers of paired seeds (increasing, "
+                              "the last the cap, at most the number of --seeds); each look's interval has level "
+                              "1 - alpha/K; seeds beyond the first look run only for unresolved claims "
+                              "(default: one look at every seed)")
+    p_sweep.add_argument("--alpha", type=float, default=0.05, help="error budget shared by the looks (default 0.05)")
     p_sweep.add_argument("--shard", default="0/1", help="K/N: run every N-th (arm, seed) run from the K-th, so N "
                          "processes share one --out (default 0/1)")
     p_sweep.add_argument("--order", default="seed", help="run order: seed (every arm at seed 0 first, default) or arm "
@@ -103,6 +111,14 @@ def add_subparser(subparsers) -> argparse.ArgumentParser:
     p_sweep.add_argument("--out", default=str(DEFAULT_SWEEP.parent), help=f"default {DEFAULT_SWEEP.parent}")
     _common(p_sweep)
     _sizing(p_sweep)
+    p_tables = sub.add_parser("tables", help="learned arms: did the angle tables learn structure? (shuffle test, "
+                              "cross-seed agreement, spread growth)")
+    p_tables.add_argument("--runs", dest="run_dirs", type=Path, nargs="+", required=True,
+                          help="folders of finished learned / learned_qkv runs (2 or more seeds for the agreement)")
+    p_tables.add_argument("--windows", type=integer_option, default=64, help="validation windows of L_train (default 64)")
+    p_tables.add_argument("--top", type=integer_option, default=256, help="most frequent tokens compared across seeds")
+    p_tables.add_argument("--json", type=Path, default=None, help="write the results here")
+    _common(p_tables)
     p_report = sub.add_parser("report", help="print a finished (or partial) sweep's table and C7 verdicts; no training")
     p_report.add_argument("--sweep", type=Path, default=DEFAULT_SWEEP, help=f"sweep.json (default {DEFAULT_SWEEP})")
     probe.set_defaults(run=run)
@@ -127,9 +143,11 @@ def command_flags(command: str) -> dict[str, str]:
         return {f.name: flag(f.name) for f in fields(TrainConfig)}
     if command == "eval":
         return {**evaluation, **ANALYSIS_FLAGS}
+    if command == "tables":
+        return {"windows": "--windows", "top": "--top", "runs": "--runs", "arm": "--runs (its arm)"}
     train_flags = {f.name: flag(f.name) for f in fields(TrainConfig) if f.name != "seed"}
     return {**train_flags, **evaluation, "seed": "--eval-seed", "seeds": "--seeds", "arms": "--arms", "order": "--order",
-            **ANALYSIS_FLAGS}
+            "looks": "--looks", "alpha": "--alpha", **ANALYSIS_FLAGS}
 
 
 def build(cls, args: argparse.Namespace, flags: dict[str, str], base: dict, **override):
@@ -222,6 +240,40 @@ def run_eval(args: argparse.Namespace, device: str) -> None:
         print(f"L={r['length']:6d}  ppl {r['ppl']:.3f}")
 
 
+def run_tables(args: argparse.Namespace, device: str) -> None:
+    """Per run: the angle spread (final and its history), the shuffle effect; over runs: cross-seed agreement."""
+    check_int("windows", args.windows, 2, 2**16)
+    check_int("top", args.top, 2, 2**20)
+    cfgs = [finished_run_config(d) for d in args.run_dirs]
+    for cfg in cfgs:
+        tables.check_token_arm(cfg.arm)
+    with reserve_output(args.json, "--json") if args.json is not None else nullcontext() as out:
+        data, _ = load_data(cfgs[0], args.data_dir)
+        tokens = tables.frequent_tokens(data.val, args.top)
+        per_run, deviations = [], []
+        for run_dir, cfg in zip(args.run_dirs, cfgs):
+            model, _ = load_trained(run_dir, data.vocab_size, device)
+            effect = tables.shuffle_effect(model, data.val, cfg.seq_len, args.windows,
+                                           torch.Generator().manual_seed(cfg.seed))
+            history = read_json(run_dir / "train.json")["history"]
+            growth = [[h["step"], float(np.mean(h["angle_spread"]))] for h in history if h.get("angle_spread")]
+            per_run.append({"run": str(run_dir), "arm": cfg.arm, "seed": cfg.seed, "angle_lr_scale": cfg.angle_lr_scale,
+                            "angle_spread": angle_spread(model), "spread_growth": growth, **effect})
+            deviations.append(tables.head_mean_deviation(model, tokens))
+            print(f"{run_dir}: {cfg.arm} seed {cfg.seed} scale {cfg.angle_lr_scale}: spread "
+                  f"{np.mean(per_run[-1]['angle_spread']):.3f} rad; NLL {effect['nll']:.4f}; shuffled "
+                  f"{effect['shuffled']['mean']:+.4f} +- {effect['shuffled']['se']:.4f}; zero (RoPE) "
+                  f"{effect['zero']['mean']:+.4f} +- {effect['zero']['se']:.4f} nats")
+        result = {"runs": per_run, "top_tokens": len(tokens), "windows": args.windows}
+        if len(deviations) > 1:
+            result["agreement"] = tables.cross_seed_agreement(deviations)
+            print("cross-seed correlation of head-mean tables per layer: "
+                  + ", ".join(f"{c:.3f}" for c in result["agreement"]["per_layer_mean"])
+                  + f" (noise sd {result['agreement']['noise_sd']:.3f})")
+        if out is not None:
+            out.write_text(json_text(result))
+
+
 def run_probe_sweep(args: argparse.Namespace, device: str) -> None:
     flags = command_flags("sweep")
     sizes = preset(args.preset)
@@ -229,7 +281,8 @@ def run_probe_sweep(args: argparse.Namespace, device: str) -> None:
     eval_cfg = build(EvalConfig, args, {**flags, "seed": "--eval-seed"}, sizes["eval"], seed=args.eval_seed)
     analysis = {k: getattr(args, k) if getattr(args, k) is not None else sizes["sweep"].get(k, default)
                 for k, default in (("analysis_multiplier", 4), ("analysis_windows", 4))}
-    cfg = SweepConfig(train=train_cfg, eval=eval_cfg, arms=tuple(args.arms), seeds=tuple(args.seeds), **analysis)
+    cfg = SweepConfig(train=train_cfg, eval=eval_cfg, arms=tuple(args.arms), seeds=tuple(args.seeds), **analysis,
+                      looks=tuple(args.looks or ()), alpha=args.alpha)
     check_memory(train_cfg, args, flags)
     shard = parse_shard(args.shard)
     run_order(cfg, args.order)  # a bad --order is refused before any work
@@ -249,10 +302,10 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 def run_report(args: argparse.Namespace, device: str) -> None:
     """Print the table and verdicts of a sweep.json (recomputed from its per-run numbers, no training)."""
-    print(report_text(load_sweep(args.sweep)), end="")
+    print(report_text(*load_sweep(args.sweep)), end="")
 
 
-def load_sweep(path: Path) -> dict:
+def load_sweep(path: Path) -> tuple[dict, SweepConfig]:
     """A sweep.json written by ``accum probe sweep``: ``ParamError`` naming --sweep if it is not one,
     ``ResultError`` naming --sweep and the field if its runs do not fit its config (``check_summary``)."""
     if not path.is_file():
@@ -262,7 +315,8 @@ def load_sweep(path: Path) -> dict:
         cfg = sweep["config"]
         config = SweepConfig(train=TrainConfig.from_dict(cfg["train"]),
                              eval=EvalConfig(**{**cfg["eval"], "multipliers": tuple(cfg["eval"]["multipliers"])}),
-                             arms=tuple(cfg["arms"]), seeds=tuple(cfg["seeds"]))
+                             arms=tuple(cfg["arms"]), seeds=tuple(cfg["seeds"]), looks=tuple(cfg.get("looks", ())),
+                             alpha=cfg.get("alpha", 0.05))
         absent = [key for key in ("runs", "missing", "verdicts") if key not in sweep]
         if absent:
             raise KeyError(", ".join(absent))
@@ -272,19 +326,24 @@ def load_sweep(path: Path) -> dict:
         check_summary(sweep, config)
     except ResultError as err:
         raise ResultError(f"--sweep {path}: {err}") from None
-    return sweep
+    return sweep, config
 
 
-def report_text(sweep: dict) -> str:
-    """Header (config, data, completeness), the table and verdicts recomputed from the per-run numbers."""
+def report_text(sweep: dict, config: SweepConfig) -> str:
+    """Header (config, data, completeness, stopping rule), the table and verdicts recomputed from the per-run
+    numbers under ``config`` (the sweep's own, as ``load_sweep`` reads it)."""
     cfg, data = sweep["config"], sweep.get("data", {})
     t = cfg["train"]
     runs = sweep["runs"]
     arms = {arm: stats.arm_statistics(runs.get(arm, {})) for arm in cfg["arms"]}
-    rows = stats.verdicts(runs, cfg["arms"])
+    rows = config.verdicts(runs)
     done = sum(len(r) for r in runs.values())
-    total = len(cfg["arms"]) * len(cfg["seeds"])
-    head = [f"C7 probe sweep: {done} of {total} (arm, seed) runs finished; complete: {str(not sweep['missing']).lower()}",
+    looks = list(config.plan_looks)
+    head = [f"C7 probe sweep: {done} (arm, seed) runs finished, {len(sweep['missing'])} more asked for by the "
+            f"stopping rule; complete: {str(not sweep['missing']).lower()}",
+            f"stopping rule: each claim judged at {', '.join(map(str, looks))} paired seeds (cap {looks[-1]}), "
+            f"each look's t interval at level 1 - {config.alpha}/{len(looks)}; a claim stops at the first look that "
+            f"resolves it (wrong CONFIRMED <= {config.alpha / 2:g} per claim over all looks)",
             f"data: {data.get('source', '?')} ({data.get('tokenizer', 'char')}, vocab {data.get('vocab_size', '?')}, "
             f"{data.get('train_tokens', '?')} train / {data.get('val_tokens', '?')} validation tokens)",
             f"model: {t['n_layers']} layers, width {t['d_model']}, {t['n_heads']} heads; L_train {t['seq_len']} tokens, "
@@ -295,7 +354,7 @@ def report_text(sweep: dict) -> str:
     return "\n".join(head) + "\n" + markdown_table(t["seq_len"], cfg["eval"]["multipliers"], arms, rows)
 
 
-RUNNERS = {"train": run_train, "eval": run_eval, "sweep": run_probe_sweep, "report": run_report}
+RUNNERS = {"train": run_train, "eval": run_eval, "sweep": run_probe_sweep, "tables": run_tables, "report": run_report}
 
 
 def run(args: argparse.Namespace) -> int:

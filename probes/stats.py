@@ -10,10 +10,19 @@ over the seeds every arm of the claim has (paired by seed: the same seed gives t
 evaluation windows to every arm).  Verdict from the 95% interval of mean(d):
 
 * directional claim (d > 0 claimed): CONFIRMED when the interval lies above 0, CONTRADICTED when it lies
-  below 0, otherwise NOT RESOLVED (fewer than 2 paired seeds: NOT RESOLVED).  Under d = 0 each verdict
-  is wrongly CONFIRMED with probability 2.5%.
+  below 0, otherwise NOT RESOLVED (fewer than 2 paired seeds: NOT RESOLVED).
 * flatness claim (|d| small claimed, margin m = log 1.05): CONFIRMED when the interval lies inside
   (-m, m), CONTRADICTED when it lies wholly outside it, otherwise NOT RESOLVED.
+
+Sequential design (``looks``): seeds are added in batches and a claim is judged at the planned numbers of
+paired seeds n_1 < n_2 < ... < n_K (its first n_k seeds of the sweep's seed order).  At each look the
+interval is the two-sided level 1 - alpha / K t interval; the claim's verdict is the first look's that
+resolves it, and its seeds stop being added for it; a claim unresolved at n_K (the cap) is NOT RESOLVED,
+reported with the interval at the cap (the effects it rules out).  Under d = 0 a directional claim is
+wrongly CONFIRMED at a look with probability alpha / (2K), so at most alpha / 2 over all K looks (union
+bound, whatever the dependence between looks); a flatness claim whose true |d| is at the margin is wrongly
+CONFIRMED with at most alpha / 2 too.  A single look (K = 1, n_1 = every seed) is the fixed design with
+the 95% interval (alpha = 0.05).
 
 Q is the perplexity at the longest length M ("log ppl") or its ratio to the 1x perplexity
 ("log ratio" = log ppl(M) - log ppl(1x)); both for the perplexity over all positions and over the last
@@ -33,18 +42,19 @@ METRICS = ("ppl", "ppl_last_segment")
 CONFIRMED, CONTRADICTED, NOT_RESOLVED = "CONFIRMED", "CONTRADICTED", "NOT RESOLVED"
 
 
-def t_interval(values: list[float]) -> dict:
-    """{"n", "mean", "sd", "ci95": [lo, hi]} of ``values`` (sd and ci95 None when n < 2; all None when n = 0)."""
+def t_interval(values: list[float], level: float = 0.95) -> dict:
+    """{"n", "mean", "sd", "ci", "level"} of ``values``: mean +- t_{(1+level)/2, n-1} sd / sqrt(n) (sd and ci None
+    when n < 2; all None when n = 0)."""
     x = np.asarray([v for v in values if v is not None], dtype=float)
     n = int(x.size)
     if n == 0:
-        return {"n": 0, "mean": None, "sd": None, "ci95": None}
+        return {"n": 0, "mean": None, "sd": None, "ci": None, "level": level}
     mean = float(x.mean())
     if n < 2:
-        return {"n": 1, "mean": mean, "sd": None, "ci95": None}
+        return {"n": 1, "mean": mean, "sd": None, "ci": None, "level": level}
     sd = float(x.std(ddof=1))
-    half = float(sps.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
-    return {"n": n, "mean": mean, "sd": sd, "ci95": [mean - half, mean + half]}
+    half = float(sps.t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
+    return {"n": n, "mean": mean, "sd": sd, "ci": [mean - half, mean + half], "level": level}
 
 
 def directional_verdict(ci: list[float] | None) -> str:
@@ -93,28 +103,51 @@ def claim_definitions(arms: list[str]) -> list[dict]:
     return [c for c in claims if all(arm in arms for _, arm, _ in c["terms"])]
 
 
-def claim_values(claim: dict, runs: dict, metric: str) -> tuple[list[int], list[float]]:
-    """Paired per-seed d_s of ``claim`` over the seeds that every arm of the claim has finished."""
+def claim_values(claim: dict, runs: dict, metric: str, seeds: list[int]) -> list[float] | None:
+    """Paired per-seed d_s of ``claim`` at ``seeds``, or None unless every arm of the claim has them all."""
     arms = [arm for _, arm, _ in claim["terms"]]
-    seeds = sorted(set.intersection(*(set(runs.get(arm, {})) for arm in arms)), key=int)
-    values = [sum(c * log_quantity(runs[arm][seed], metric, kind) for c, arm, kind in claim["terms"]) for seed in seeds]
-    return [int(s) for s in seeds], values
+    if any(str(s) not in runs.get(arm, {}) for arm in arms for s in seeds):
+        return None
+    return [sum(c * log_quantity(runs[arm][str(s)], metric, kind) for c, arm, kind in claim["terms"]) for s in seeds]
 
 
-def verdicts(runs: dict, arms: list[str]) -> list[dict]:
-    """One row per claim and metric: the seed-level interval of d and its verdict, plus an overall row for
-    the rotation-only claim (CONFIRMED if every arm's is, CONTRADICTED if any arm's is, else NOT RESOLVED).
+def sequential_verdict(claim: dict, runs: dict, metric: str, seed_order: list[int], looks: list[int],
+                       alpha: float) -> dict:
+    """The claim's verdict under the sequential rule (module docstring): looks n_1 < ... < n_K over the first
+    n_k seeds of ``seed_order``, each judged with the level 1 - alpha / K interval.
 
-    runs: {arm: {seed (str): run summary with "ppl" and "ppl_last_segment" lists over multipliers}}.
-    """
-    rows = []
-    for claim in claim_definitions(arms):
-        for metric in METRICS:
-            seeds, values = claim_values(claim, runs, metric)
-            iv = t_interval(values)
-            decide = directional_verdict if claim["test"] == "directional" else flat_verdict
-            rows.append({"claim": claim["id"], "statement": claim["statement"], "rule": claim["rule"],
-                         "metric": metric, "seeds": seeds, "values": values, **iv, "verdict": decide(iv["ci95"])})
+    Returns the row {"claim", "statement", "rule", "metric", "seeds", "values", "n", "mean", "sd", "ci",
+    "level", "look", "looks", "stopped", "verdict"}: ``stopped`` is "resolved" (at look ``look``), "cap"
+    (unresolved after the last look) or "pending" (look ``look`` still lacks runs; seeds/values are those
+    of the last look done, empty if none)."""
+    level = 1 - alpha / len(looks)
+    decide = directional_verdict if claim["test"] == "directional" else flat_verdict
+    base = {"claim": claim["id"], "statement": claim["statement"], "rule": claim["rule"], "metric": metric,
+            "looks": list(looks)}
+    row = {**base, "seeds": [], "values": [], **t_interval([], level), "look": looks[0], "stopped": "pending",
+           "verdict": NOT_RESOLVED}
+    for look in looks:
+        seeds = list(seed_order[:look])
+        values = claim_values(claim, runs, metric, seeds)
+        if values is None:
+            return {**row, "look": look, "stopped": "pending"}
+        iv = t_interval(values, level)
+        verdict = decide(iv["ci"])
+        row = {**base, "seeds": seeds, "values": values, **iv, "look": look, "verdict": verdict,
+               "stopped": "resolved" if verdict != NOT_RESOLVED else "cap"}
+        if verdict != NOT_RESOLVED:
+            return row
+    return row
+
+
+def verdicts(runs: dict, arms: list[str], seed_order: list[int], looks: list[int], alpha: float = 0.05) -> list[dict]:
+    """One row per claim and metric (``sequential_verdict``), plus an overall row for the rotation-only claim
+    (CONFIRMED if every arm's is, CONTRADICTED if any arm's is, else NOT RESOLVED).
+
+    runs: {arm: {seed (str): run summary with "ppl" and "ppl_last_segment" lists over multipliers}};
+    seed_order: the sweep's seeds in the order looks take them; looks: increasing paired-seed counts."""
+    rows = [sequential_verdict(claim, runs, metric, seed_order, looks, alpha)
+            for claim in claim_definitions(arms) for metric in METRICS]
     for metric in METRICS:
         parts = [r for r in rows if r["claim"].startswith("rotation_only_degrades:") and r["metric"] == metric]
         if parts:
@@ -124,6 +157,17 @@ def verdicts(runs: dict, arms: list[str]) -> list[dict]:
                          "rule": "every rotation-only arm's row CONFIRMED (CONTRADICTED if any is)", "metric": metric,
                          "arms": [r["claim"].split(":")[1] for r in parts], "verdict": overall})
     return rows
+
+
+def needed_runs(rows: list[dict], arms: list[str], seed_order: list[int], looks: list[int]) -> set[tuple[str, int]]:
+    """(arm, seed) runs the sequential rule asks for now: every arm at the first look's seeds, and for each
+    pending claim row every arm of its claim at the seeds of the look it waits for."""
+    need = {(arm, s) for arm in arms for s in seed_order[:looks[0]]}
+    by_id = {c["id"]: c for c in claim_definitions(arms)}
+    for r in rows:
+        if r.get("stopped") == "pending":
+            need |= {(arm, s) for _, arm, _ in by_id[r["claim"]]["terms"] for s in seed_order[:r["look"]]}
+    return need
 
 
 def arm_statistics(arm_runs: dict) -> dict:
@@ -144,7 +188,8 @@ def arm_statistics(arm_runs: dict) -> dict:
     }
     for name, rows in series.items():
         per_mult = [t_interval([row[m] for row in rows]) for m in range(n_mult)]
-        out[name] = {"values": rows, **{k: [iv[k] for iv in per_mult] for k in ("mean", "sd", "ci95")}}
+        out[name] = {"values": rows, "mean": [iv["mean"] for iv in per_mult], "sd": [iv["sd"] for iv in per_mult],
+                     "ci95": [iv["ci"] for iv in per_mult]}
     out["tokens_per_second"] = t_interval([r["tokens_per_second"] for r in runs])
     spreads = [r["angle_spread"] for r in runs if r.get("angle_spread") is not None]
     out["angle_spread"] = np.mean(spreads, axis=0).tolist() if spreads else None

@@ -26,7 +26,7 @@ from accum.probes.analysis import analyse
 from accum.probes.data import TokenData, eval_windows, window_count
 from accum.probes.evaluate import MAX_MULTIPLIER, EvalConfig, evaluate_lengths
 from accum.probes.io import provenance, read_json, write_atomic, write_json
-from accum.probes.model import ARMS
+from accum.probes.model import ARMS, TOKEN_ARMS
 from accum.probes.train import RESULTS, WEIGHTS, TrainConfig, check_train_split, load_data, load_trained, train
 from accum.simulations.params import ParamError, check_int, field_error
 from accum.simulations.results import ResultError
@@ -41,7 +41,12 @@ class SweepConfig:
     """train: shared training config (its ``arm`` and ``seed`` are replaced per run); seeds: at least
     ``MIN_SEEDS`` distinct training seeds; every length is evaluated on at least ``MIN_EVAL_WINDOWS``
     windows (n_tokens >= 4 x seq_len x the largest multiplier); analysis windows are ``analysis_windows``
-    validation windows of ``analysis_multiplier`` * seq_len tokens."""
+    validation windows of ``analysis_multiplier`` * seq_len tokens.
+
+    looks: the sequential design's paired-seed counts n_1 < ... < n_K (``stats`` module docstring), each in
+    [MIN_SEEDS, len(seeds)]; empty means one look at every seed (the fixed design).  alpha: the error budget
+    the looks share (each look's interval has level 1 - alpha / K).  Runs are added only where a look asks
+    for them, so the seeds beyond the first look are candidates, run when a claim is still unresolved."""
 
     train: TrainConfig = TrainConfig()
     eval: EvalConfig = EvalConfig()
@@ -49,6 +54,8 @@ class SweepConfig:
     seeds: tuple[int, ...] = (0, 1, 2)
     analysis_multiplier: int = 4
     analysis_windows: int = 4
+    looks: tuple[int, ...] = ()
+    alpha: float = 0.05
 
     def __post_init__(self) -> None:
         bad = [a for a in self.arms if a not in ARMS]
@@ -64,14 +71,37 @@ class SweepConfig:
                              f"{MIN_EVAL_WINDOWS * longest} (>= {MIN_EVAL_WINDOWS} windows per length), got {self.eval.n_tokens}",
                              ("n_tokens", "seq_len", "multipliers"))
         check_analysis(self.analysis_multiplier, self.analysis_windows)
+        looks = self.plan_looks
+        if any(not isinstance(n, int) or isinstance(n, bool) for n in looks) or looks[0] < MIN_SEEDS \
+                or looks[-1] > len(self.seeds) or any(a >= b for a, b in zip(looks, looks[1:])):
+            raise field_error("looks", f"must be increasing integers in [{MIN_SEEDS}, {len(self.seeds)}] (the number of "
+                              f"seeds), got {list(self.looks)!r}")
+        if not (isinstance(self.alpha, float) and 0.0 < self.alpha < 1.0):
+            raise field_error("alpha", f"must be a number in (0, 1), got {self.alpha!r}")
+
+    @property
+    def plan_looks(self) -> tuple[int, ...]:
+        """The looks in force: ``looks``, or one look at every seed when it is empty."""
+        return tuple(self.looks) or (len(self.seeds),)
 
     def run_config(self, arm: str, seed: int) -> TrainConfig:
-        return replace(self.train, arm=arm, seed=seed)
+        """The training config of (arm, seed).  ``angle_lr_scale`` applies to the arms with angle tables
+        (``TOKEN_ARMS``) only; every other arm runs at scale 1, so its runs do not depend on it."""
+        scale = self.train.angle_lr_scale if arm in TOKEN_ARMS else 1.0
+        return replace(self.train, arm=arm, seed=seed, angle_lr_scale=scale)
 
     def to_dict(self) -> dict:
         return {"train": self.train.to_dict(), "eval": self.eval.to_dict(), "arms": list(self.arms),
                 "seeds": list(self.seeds), "analysis_multiplier": self.analysis_multiplier,
-                "analysis_windows": self.analysis_windows}
+                "analysis_windows": self.analysis_windows, "looks": list(self.plan_looks), "alpha": self.alpha}
+
+    def verdicts(self, runs: dict) -> list[dict]:
+        """``stats.verdicts`` of ``runs`` under this sweep's arms, seed order and looks."""
+        return stats.verdicts(runs, list(self.arms), list(self.seeds), list(self.plan_looks), self.alpha)
+
+    def needed(self, runs: dict) -> set[tuple[str, int]]:
+        """The (arm, seed) runs the sequential rule asks for, given the finished ``runs``."""
+        return stats.needed_runs(self.verdicts(runs), list(self.arms), list(self.seeds), list(self.plan_looks))
 
 
 def check_analysis(multiplier: int, windows: int) -> None:
@@ -107,11 +137,13 @@ def check_split_sizes(data: TokenData, seq_len: int, eval_cfg: EvalConfig, analy
                          ("analysis_windows", "analysis_multiplier", "seq_len", "val_fraction"))
 
 
-def _finished(path: Path, key: str, expected: dict) -> dict | None:
+def _finished(path: Path, key: str, expected: dict, normalise=lambda d: d) -> dict | None:
+    """The JSON at ``path`` if it is finished and its ``key`` (passed through ``normalise``) equals ``expected``."""
     if not path.exists():
         return None
     res = read_json(path)
-    return res if res.get(key) == expected and res.get("finished", True) else None
+    saved = res.get(key)
+    return res if isinstance(saved, dict) and normalise(saved) == expected and res.get("finished", True) else None
 
 
 def evaluate_run(run_dir: Path, data: TokenData, eval_cfg: EvalConfig, analysis_multiplier: int,
@@ -153,9 +185,9 @@ def finished_run(cfg: SweepConfig, out_dir: Path, arm: str, seed: int) -> dict |
     """The summary of a finished run of ``cfg`` from its train.json and eval.json (no weights), else None."""
     folder = run_dir(out_dir, arm, seed)
     tcfg = cfg.run_config(arm, seed).to_dict()
-    tres = _finished(folder / RESULTS, "config", tcfg)
-    eres = _finished(folder / EVAL_RESULTS, "eval_config", cfg.eval.to_dict())
-    if tres is None or eres is None or eres.get("train_config") != tcfg:
+    tres = _finished(folder / RESULTS, "config", tcfg, TrainConfig.normalised)
+    eres = _finished(folder / EVAL_RESULTS, "train_config", tcfg, TrainConfig.normalised)
+    if tres is None or eres is None or eres.get("eval_config") != cfg.eval.to_dict():
         return None
     return run_summary(tres, eres)
 
@@ -196,15 +228,32 @@ def markdown_table(seq_len: int, multipliers: list[int], arms: dict, verdict_row
         lines += ["", "Learned angle spread per plane b = 0, 1, ... (radians: sd over token ids of pi tanh E[v]_b, "
                   "mean over layers, heads and seeds; 0 at init):", ""]
         lines += [f"- {arm}: " + ", ".join(f"{v:.3f}" for v in spread) for arm, spread in spreads.items()]
-    lines += ["", "Verdicts (95% t interval over paired seeds of d; rule in each row):", "",
-              "| claim | metric | rule | seeds | d mean | 95% interval | verdict |", "|---|---|---|---:|---:|---:|---|"]
+    looks = next((r["looks"] for r in verdict_rows if "looks" in r), [])
+    level = next((r["level"] for r in verdict_rows if "level" in r), 0.95)
+    lines += ["", f"Verdicts (t interval of level {100 * level:.4g}% over paired seeds of d, judged at "
+              f"{len(looks)} look(s) of {', '.join(map(str, looks))} seeds; rule in each row):", "",
+              "| claim | metric | rule | seeds | d mean | interval | stopped | verdict |",
+              "|---|---|---|---:|---:|---:|---|---|"]
     for r in verdict_rows:
         if "seeds" in r:
             lines.append(f"| {r['claim']} | {r['metric']} | {r['rule']} | {len(r['seeds'])} | {_fmt(r['mean'], 3)} | "
-                         f"{_ci(r['ci95'], 3)} | {r['verdict']} |")
+                         f"{_ci(r['ci'], 3)} | {stopped_text(r)} | {r['verdict']} |")
         else:
-            lines.append(f"| **{r['claim']}** | {r['metric']} | {r['rule']} | | | | **{r['verdict']}** |")
+            lines.append(f"| **{r['claim']}** | {r['metric']} | {r['rule']} | | | | | **{r['verdict']}** |")
     return "\n".join(lines) + "\n"
+
+
+def stopped_text(row: dict) -> str:
+    """Where the sequential rule stands for one verdict row: resolved at a look, waiting for one, or at the
+    cap with the effects its interval rules out (d below its low end or above its high end)."""
+    if row["stopped"] == "resolved":
+        return f"resolved at {row['look']} seeds"
+    if row["stopped"] == "pending":
+        return f"waits for {row['look']} seeds"
+    lo, hi = row["ci"] if row["ci"] is not None else (None, None)
+    if lo is None:
+        return f"cap {row['look']} seeds"
+    return f"cap {row['look']} seeds: rules out d < {lo:.3f} and d > {hi:.3f}"
 
 
 def _sweep_run(cfg: SweepConfig, arm: str, seed: int, out_dir: Path, data: TokenData, data_meta: dict, device: str,
@@ -217,28 +266,40 @@ def _sweep_run(cfg: SweepConfig, arm: str, seed: int, out_dir: Path, data: Token
         return
     folder = run_dir(out_dir, arm, seed)
     tcfg = cfg.run_config(arm, seed)
-    tres = _finished(folder / RESULTS, "config", tcfg.to_dict())
+    tres = _finished(folder / RESULTS, "config", tcfg.to_dict(), TrainConfig.normalised)
     if tres is None or not tres["finished"] or not (folder / WEIGHTS).exists():
         train(tcfg, folder, data=data, data_meta=data_meta, device=device, threads=threads, progress=progress)
     eres = evaluate_run(folder, data, cfg.eval, cfg.analysis_multiplier, cfg.analysis_windows, device, threads)
     write_json(folder / EVAL_RESULTS, eres)
 
 
-def summarise(cfg: SweepConfig, out_dir: Path, data_meta: dict, threads: int, device: str, seconds: float) -> dict:
-    """sweep.json and sweep.md from every finished run of ``cfg`` under ``out_dir`` (JSON files only)."""
-    runs = {arm: {} for arm in cfg.arms}
-    missing = []
+def finished_runs(cfg: SweepConfig, out_dir: Path) -> dict:
+    """{arm: {seed (str): run summary}} of every finished run of ``cfg`` under ``out_dir`` (JSON files only)."""
+    runs: dict = {arm: {} for arm in cfg.arms}
     for seed in cfg.seeds:
         for arm in cfg.arms:
             got = finished_run(cfg, out_dir, arm, seed)
-            if got is None:
-                missing.append([arm, seed])
-            else:
+            if got is not None:
                 runs[arm][str(seed)] = got
+    return runs
+
+
+def missing_runs(cfg: SweepConfig, runs: dict) -> list[list]:
+    """[[arm, seed]] the sequential rule asks for (``SweepConfig.needed``) and ``runs`` lacks, seed by seed."""
+    need = cfg.needed(runs)
+    return [[arm, seed] for seed in cfg.seeds for arm in cfg.arms
+            if (arm, seed) in need and str(seed) not in runs.get(arm, {})]
+
+
+def summarise(cfg: SweepConfig, out_dir: Path, data_meta: dict, threads: int, device: str, seconds: float) -> dict:
+    """sweep.json and sweep.md from every finished run of ``cfg`` under ``out_dir`` (JSON files only);
+    "missing" lists the runs the sequential rule still asks for and "complete" says there are none."""
+    runs = finished_runs(cfg, out_dir)
+    missing = missing_runs(cfg, runs)
     mult = list(cfg.eval.multipliers)
     seq_len = cfg.train.seq_len
     arms = {arm: stats.arm_statistics(r) for arm, r in runs.items()}
-    rows = stats.verdicts(runs, list(cfg.arms))
+    rows = cfg.verdicts(runs)
     table = markdown_table(seq_len, mult, arms, rows)
     done = [r for a in runs.values() for r in a.values()]
     result = {"config": cfg.to_dict(), "seq_len": seq_len, "multipliers": mult, "lengths": [k * seq_len for k in mult],
@@ -269,11 +330,11 @@ def check_summary(sweep: dict, cfg: SweepConfig) -> None:
             _check_run(run, f"runs.{arm}.{seed}", len(cfg.eval.multipliers))
         if len({len(r["angle_spread"]) for r in arm_runs.values() if r.get("angle_spread") is not None}) > 1:
             raise ResultError(f"runs.{arm}: angle_spread has different lengths across seeds")
-    want = [[arm, seed] for seed in cfg.seeds for arm in cfg.arms if str(seed) not in runs.get(arm, {})]
+    want = missing_runs(cfg, runs)
     missing = sweep["missing"]
     if not isinstance(missing, list) or len(missing) != len(want) or any(w not in missing for w in want):
-        raise ResultError(f"missing must list the {len(want)} [arm, seed] pairs of the config that runs lacks, "
-                          f"got {str(missing)[:80]}")
+        raise ResultError(f"missing must list the {len(want)} [arm, seed] pairs the config's sequential rule asks for "
+                          f"and runs lacks, got {str(missing)[:80]}")
 
 
 def _keyed(value: object, field: str, allowed: list[str]) -> dict:
@@ -336,18 +397,22 @@ def run_order(cfg: SweepConfig, order: str) -> list[tuple[str, int]]:
 
 def run_sweep(cfg: SweepConfig, out_dir: Path, *, cache_dir: Path | None = None, device: str = "cpu",
               threads: int = 2, progress: bool = True, shard: tuple[int, int] = (0, 1), order: str = "seed") -> dict:
-    """Train, evaluate and analyse every arm at every seed of ``cfg`` under ``out_dir`` in ``run_order``;
-    returns the sweep.json dict (rewritten from the finished runs' JSON after every run).  shard (k, n): run
-    only runs k, k + n, k + 2n, ... of that order, so n processes with the same arguments and out_dir share
-    the work (each summary includes every run finished by any of them)."""
+    """Train, evaluate and analyse the runs the sequential rule asks for (``missing_runs``; every arm at every
+    seed for the fixed design) under ``out_dir``, in ``run_order``, until it asks for none; returns the
+    sweep.json dict (rewritten from the finished runs' JSON after every run, which may ask for more runs).
+    shard (k, n): run only runs k, k + n, k + 2n, ... of that order, so n processes with the same arguments
+    and out_dir share the work (each summary includes every run finished by any of them; a process stops
+    when none of its own runs is asked for: rerun it once the others have finished)."""
     check_shard(shard)
     runs = run_order(cfg, order)
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
     data, data_meta = load_data(cfg.train, cache_dir)
     check_split_sizes(data, cfg.train.seq_len, cfg.eval, cfg.analysis_multiplier, cfg.analysis_windows)
+    mine = runs[shard[0]::shard[1]]
     result = summarise(cfg, out_dir, data_meta, threads, device, 0.0)
-    for arm, seed in runs[shard[0]::shard[1]]:
+    while todo := [(arm, seed) for arm, seed in mine if [arm, seed] in result["missing"]]:
+        arm, seed = todo[0]
         _sweep_run(cfg, arm, seed, out_dir, data, data_meta, device, threads, progress)
         result = summarise(cfg, out_dir, data_meta, threads, device, time.perf_counter() - t0)
     return result

@@ -200,9 +200,9 @@ EDITED_SWEEPS = {  # a hand edit of the shipped sweep.json -> what the one error
                      "runs.alibi.0.ppl_last_segment[0] must be a finite number > 0, got -5.0"),
     "far mass above 1": (lambda s: s["runs"]["rope"]["0"]["far_mass"].__setitem__(2, 1.5), "runs.rope.0.far_mass[2]"),
     "string multipliers": (lambda s: s.update(multipliers="abc"), "multipliers must be config.eval.multipliers"),
-    "empty runs": (lambda s: s.update(runs={}), "missing must list the 33 [arm, seed] pairs"),
-    "unknown arm": (lambda s: s["runs"].update(spiral={}), "runs must be an object keyed by some of rope"),
-    "unknown seed": (lambda s: s["runs"]["rope"].update({"7": s["runs"]["rope"]["0"]}), "runs.rope must be an object"),
+    "empty runs": (lambda s: s.update(runs={}), "missing must list the "),
+    "unknown arm": (lambda s: s["runs"].update(spiral={}), "runs must be an object keyed by some of nope, rope"),
+    "unknown seed": (lambda s: s["runs"]["rope"].update({"999": s["runs"]["rope"]["0"]}), "runs.rope must be an object"),
     "run not an object": (lambda s: s["runs"]["rope"].update({"0": 3}), "runs.rope.0 must be a run summary"),
     "angle spread not a list": (lambda s: s["runs"]["learned"]["0"].update(angle_spread="x"),
                                 "runs.learned.0.angle_spread must be a list of one or more entries"),
@@ -236,9 +236,12 @@ def test_report_reads_the_committed_sweep_without_training(monkeypatch, capsys):
         monkeypatch.setattr(target, forbidden)
     path = Path(__file__).resolve().parents[2] / "probes" / "results" / "cpu" / "sweep.json"
     shipped = json.loads(path.read_text())
-    assert shipped["verdicts"] == json.loads(json.dumps(stats.verdicts(shipped["runs"], shipped["config"]["arms"])))
+    cfg = shipped["config"]
+    again = stats.verdicts(shipped["runs"], cfg["arms"], cfg["seeds"], cfg["looks"], cfg["alpha"])
+    assert shipped["verdicts"] == json.loads(json.dumps(again))
     assert main(["probe", "report", "--sweep", str(path)]) == 0
     out = capsys.readouterr().out
     done = sum(len(r) for r in shipped["runs"].values())
-    assert f"{done} of 33 (arm, seed) runs finished; complete: {str(shipped['complete']).lower()}" in out
+    assert (f"{done} (arm, seed) runs finished, {len(shipped['missing'])} more asked for by the stopping rule; "
+            f"complete: {str(shipped['complete']).lower()}") in out
     assert out.count("| random_beats_rope |") == 2 and "learned_stays_near_1x" in out

@@ -12,9 +12,11 @@ def test_t_interval_is_the_student_interval():
     iv = S.t_interval([1.0, 2.0, 3.0])
     half = sps.t.ppf(0.975, 2) * 1.0 / math.sqrt(3)
     assert iv["n"] == 3 and iv["mean"] == 2.0 and iv["sd"] == pytest.approx(1.0)
-    assert iv["ci95"] == pytest.approx([2.0 - half, 2.0 + half])
+    assert iv["ci"] == pytest.approx([2.0 - half, 2.0 + half]) and iv["level"] == 0.95
     assert half == pytest.approx(4.302653 / math.sqrt(3), rel=1e-6)
-    assert S.t_interval([5.0]) == {"n": 1, "mean": 5.0, "sd": None, "ci95": None}
+    assert S.t_interval([5.0]) == {"n": 1, "mean": 5.0, "sd": None, "ci": None, "level": 0.95}
+    wide = S.t_interval([1.0, 2.0, 3.0], level=0.99)["ci"]
+    assert wide == pytest.approx([2.0 - sps.t.ppf(0.995, 2) / math.sqrt(3), 2.0 + sps.t.ppf(0.995, 2) / math.sqrt(3)])
     assert S.t_interval([None, None])["n"] == 0
 
 
@@ -46,7 +48,7 @@ def test_claims_pair_seeds_and_decide_in_both_directions():
         "learned_qkv": {"0": run(10, 25), "1": run(10, 27), "2": run(9, 22)},
         "alibi": {"0": run(10, 10.05), "1": run(11, 11.0), "2": run(12, 11.95)},
     }
-    rows = {(r["claim"], r["metric"]): r for r in S.verdicts(runs, list(runs))}
+    rows = {(r["claim"], r["metric"]): r for r in S.verdicts(runs, list(runs), [0, 1, 2], [3])}
     beat = rows[("random_beats_rope", "ppl")]
     assert beat["seeds"] == [0, 1, 2] and beat["values"] == pytest.approx([math.log(1.10), math.log(1.12), math.log(1.09)])
     assert beat["verdict"] == S.CONFIRMED
@@ -64,14 +66,16 @@ def test_claims_pair_seeds_and_decide_in_both_directions():
 
 
 def test_a_single_seed_never_resolves_a_claim():
-    """One seed per arm however large the effect (3x): no interval, every claim NOT RESOLVED; rope's own
-    degradation rows resolve once it has two seeds, while the paired rope-vs-random row (one shared seed) does not."""
+    """One seed per arm however large the effect (3x): the look at 2 seeds waits, every claim NOT RESOLVED; rope's
+    own degradation rows resolve once it has two seeds, while the paired rope-vs-random row still waits."""
     runs = {"rope": {"0": run(10, 30)}, "random": {"0": run(10, 12)}}
-    assert {r["verdict"] for r in S.verdicts(runs, ["rope", "random"])} == {S.NOT_RESOLVED}
+    rows = S.verdicts(runs, ["rope", "random"], [0, 1], [2])
+    assert {r["verdict"] for r in rows} == {S.NOT_RESOLVED}
+    assert {r["stopped"] for r in rows if "stopped" in r} == {"pending"}
     runs["rope"]["1"] = run(10, 31)
-    rows = {(r["claim"], r["metric"]): r for r in S.verdicts(runs, ["rope", "random"])}
+    rows = {(r["claim"], r["metric"]): r for r in S.verdicts(runs, ["rope", "random"], [0, 1], [2])}
     assert rows[("rotation_only_degrades:rope", "ppl")]["verdict"] == S.CONFIRMED
-    assert rows[("random_beats_rope", "ppl")]["seeds"] == [0]
+    assert rows[("random_beats_rope", "ppl")]["seeds"] == [] and rows[("random_beats_rope", "ppl")]["stopped"] == "pending"
     assert rows[("random_beats_rope", "ppl")]["verdict"] == S.NOT_RESOLVED
 
 

@@ -203,7 +203,7 @@ def test_partial_sweep_is_reported_incomplete(tmp_path, monkeypatch, capsys):
     assert res["arms"]["learned_qkv"]["n_seeds"] == 0 and res["arms"]["nope"]["n_seeds"] == 3
     assert main(["probe", "report", "--sweep", str(tmp_path / "sweep.json")]) == 0
     out = capsys.readouterr().out
-    assert "3 of 6 (arm, seed) runs finished; complete: false" in out
+    assert "3 (arm, seed) runs finished, 3 more asked for by the stopping rule; complete: false" in out
     assert "missing: learned_qkv/seed0, learned_qkv/seed1, learned_qkv/seed2" in out
 
 
