@@ -9,7 +9,7 @@ parsed namespace to ``run(args)``; ``python -m accum.probes.cli ...`` runs the s
     accum probe report [--sweep probes/results/cpu/sweep.json]      (no training: prints table and verdicts)
 
 Every TrainConfig / EvalConfig field is an option (``--batch-size`` for ``batch_size``); an option not
-given takes its value from ``--preset`` (default cpu = the dataclass defaults).  ``--threads`` (default
+given takes its value from ``--preset`` (default cpu = the dataclass defaults but angle_lr_scale 10).  ``--threads`` (default
 2), ``--device`` (cpu, cuda, cuda:N) and ``--max-memory-gb`` (train/sweep: refuse a config whose
 estimated peak training memory exceeds it; default 80% of this machine's memory) are common.
 """
@@ -40,15 +40,17 @@ from accum.simulations.results import ResultError, prove_writable_dirs, reserve_
 
 
 def _add_dataclass_options(parser: argparse.ArgumentParser, cls, skip: tuple[str, ...] = ()) -> None:
+    cpu = {**PRESETS["cpu"]["train"], **PRESETS["cpu"]["eval"]}
     for f in fields(cls):
         if f.name in skip:
             continue
         flag = "--" + f.name.replace("_", "-")
         if isinstance(f.default, tuple):
-            parser.add_argument(flag, type=integer_option, nargs="+", default=None, help=f"cpu preset {list(f.default)}")
+            parser.add_argument(flag, type=integer_option, nargs="+", default=None,
+                                help=f"cpu preset {list(cpu.get(f.name, f.default))}")
         else:
             kind = integer_option if isinstance(f.default, int) else type(f.default)
-            parser.add_argument(flag, type=kind, default=None, help=f"cpu preset {f.default!r}")
+            parser.add_argument(flag, type=kind, default=None, help=f"cpu preset {cpu.get(f.name, f.default)!r}")
 
 
 def _from_args(cls, args: argparse.Namespace, base: dict, **override):

@@ -140,14 +140,44 @@ def sequential_verdict(claim: dict, runs: dict, metric: str, seed_order: list[in
     return row
 
 
+HOST_LOG_TOLERANCE = math.log(1.008)
+
+
+def host_shift(claim: dict, n: int, level: float, tolerance: float = HOST_LOG_TOLERANCE) -> float:
+    """The most either end of a claim's interval can move if every run's log perplexity moves by at most
+    ``tolerance`` (a seed rerun on another machine: 0.1-0.8% in perplexity).
+
+    d_s = sum_k c_k log Q_k moves by at most b = tolerance sum_k |c_k| (1 for "ppl", 2 for "ratio": two logs);
+    the mean by <= b and sd(d + delta) <= sd(d) + sd(delta) <= sd(d) + b sqrt(n / (n - 1)), so each end moves
+    by <= b (1 + t_{(1+level)/2, n-1} / sqrt(n - 1))."""
+    b = tolerance * sum(abs(c) * (2 if kind == "ratio" else 1) for c, _, kind in claim["terms"])
+    return b * (1 + float(sps.t.ppf(0.5 + level / 2, n - 1)) / math.sqrt(n - 1))
+
+
+def host_robust(claim: dict, row: dict) -> bool | None:
+    """Whether ``row``'s verdict survives every run moving by ``HOST_LOG_TOLERANCE`` (``host_shift``): the
+    verdict of each corner of the box of reachable intervals [lo +- B] x [hi +- B] is the row's.  None for a
+    NOT RESOLVED row (it claims nothing a rerun could overturn)."""
+    if row["verdict"] == NOT_RESOLVED:
+        return None
+    shift = host_shift(claim, row["n"], row["level"])
+    decide = directional_verdict if claim["test"] == "directional" else flat_verdict
+    lo, hi = row["ci"]
+    corners = [[lo + a, hi + b] for a in (-shift, shift) for b in (-shift, shift) if lo + a <= hi + b]
+    return all(decide(c) == row["verdict"] for c in corners)
+
+
 def verdicts(runs: dict, arms: list[str], seed_order: list[int], looks: list[int], alpha: float = 0.05) -> list[dict]:
     """One row per claim and metric (``sequential_verdict``), plus an overall row for the rotation-only claim
     (CONFIRMED if every arm's is, CONTRADICTED if any arm's is, else NOT RESOLVED).
 
     runs: {arm: {seed (str): run summary with "ppl" and "ppl_last_segment" lists over multipliers}};
     seed_order: the sweep's seeds in the order looks take them; looks: increasing paired-seed counts."""
-    rows = [sequential_verdict(claim, runs, metric, seed_order, looks, alpha)
-            for claim in claim_definitions(arms) for metric in METRICS]
+    rows = []
+    for claim in claim_definitions(arms):
+        for metric in METRICS:
+            row = sequential_verdict(claim, runs, metric, seed_order, looks, alpha)
+            rows.append({**row, "host_robust": host_robust(claim, row)})
     for metric in METRICS:
         parts = [r for r in rows if r["claim"].startswith("rotation_only_degrades:") and r["metric"] == metric]
         if parts:

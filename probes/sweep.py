@@ -234,12 +234,18 @@ def markdown_table(seq_len: int, multipliers: list[int], arms: dict, verdict_row
               f"{len(looks)} look(s) of {', '.join(map(str, looks))} seeds; rule in each row):", "",
               "| claim | metric | rule | seeds | d mean | interval | stopped | verdict |",
               "|---|---|---|---:|---:|---:|---|---|"]
+    fragile = [f"{r['claim']} ({r['metric']})" for r in verdict_rows if r.get("host_robust") is False]
     for r in verdict_rows:
         if "seeds" in r:
             lines.append(f"| {r['claim']} | {r['metric']} | {r['rule']} | {len(r['seeds'])} | {_fmt(r['mean'], 3)} | "
                          f"{_ci(r['ci'], 3)} | {stopped_text(r)} | {r['verdict']} |")
         else:
             lines.append(f"| **{r['claim']}** | {r['metric']} | {r['rule']} | | | | | **{r['verdict']}** |")
+    lines += ["", "Runs from different machines differ by 0.1-0.8% in perplexity (not bitwise): "
+              + ("every CONFIRMED or CONTRADICTED verdict above is unchanged if every run's perplexity moves by up to 0.8% "
+                 "(worst case over the runs, stats.host_shift)." if not fragile else
+                 "these verdicts could change if every run's perplexity moved by up to 0.8% (worst case over the runs, "
+                 "stats.host_shift): " + ", ".join(fragile) + ".")]
     return "\n".join(lines) + "\n"
 
 

@@ -204,8 +204,8 @@ EDITED_SWEEPS = {  # a hand edit of the shipped sweep.json -> what the one error
     "unknown arm": (lambda s: s["runs"].update(spiral={}), "runs must be an object keyed by some of nope, rope"),
     "unknown seed": (lambda s: s["runs"]["rope"].update({"999": s["runs"]["rope"]["0"]}), "runs.rope must be an object"),
     "run not an object": (lambda s: s["runs"]["rope"].update({"0": 3}), "runs.rope.0 must be a run summary"),
-    "angle spread not a list": (lambda s: s["runs"]["learned"]["0"].update(angle_spread="x"),
-                                "runs.learned.0.angle_spread must be a list of one or more entries"),
+    "angle spread not a list": (lambda s: s["runs"]["rope"]["0"].update(angle_spread="x"),
+                                "runs.rope.0.angle_spread must be a list of one or more entries"),
 }
 
 

@@ -183,3 +183,18 @@ def test_probe_tables_refuses_a_run_without_tables(tmp_path, capsys):
     assert main(["probe", "tables", "--runs", str(tmp_path / "r"), "--windows", "1"]) == 2
     assert "--windows" in capsys.readouterr().err
     assert not (tmp_path / "out.json").exists()
+
+
+def test_host_robustness_bounds_a_rerun_on_another_machine():
+    """A verdict whose interval clears 0 by less than the host shift is flagged; one far from it is not; moving
+    every run's log perplexity by the tolerance (worst case for the mean) never flips a robust verdict."""
+    far = S.sequential_verdict(BEATS, beats_runs([0.30, 0.32, 0.28]), "ppl", [0, 1, 2], [3], 0.05)
+    near = S.sequential_verdict(BEATS, beats_runs([0.010, 0.011, 0.012]), "ppl", [0, 1, 2], [3], 0.05)
+    assert far["verdict"] == near["verdict"] == S.CONFIRMED
+    assert S.host_robust(BEATS, far) is True and S.host_robust(BEATS, near) is False
+    shift = S.host_shift(BEATS, 3, 0.95)
+    assert shift == pytest.approx(2 * S.HOST_LOG_TOLERANCE * (1 + sps.t.ppf(0.975, 2) / np.sqrt(2)))  # two runs per d
+    moved = beats_runs([0.30, 0.32, 0.28])
+    for s in moved["rope"]:
+        moved["rope"][s]["ppl"][-1] *= np.exp(-S.HOST_LOG_TOLERANCE)
+    assert S.sequential_verdict(BEATS, moved, "ppl", [0, 1, 2], [3], 0.05)["verdict"] == S.CONFIRMED
