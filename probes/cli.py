@@ -346,6 +346,8 @@ def report_text(sweep: dict, config: SweepConfig) -> str:
             f"stopping rule: each claim judged at {', '.join(map(str, looks))} paired seeds (cap {looks[-1]}), "
             f"each look's t interval at level 1 - {config.alpha}/{len(looks)}; a claim stops at the first look that "
             f"resolves it (wrong CONFIRMED <= {config.alpha / 2:g} per claim over all looks)",
+            f"time in these runs: {run_hours(runs):.2f} h of training and evaluation (each run's threads and "
+            "machine: provenance in its train.json)",
             f"data: {data.get('source', '?')} ({data.get('tokenizer', 'char')}, vocab {data.get('vocab_size', '?')}, "
             f"{data.get('train_tokens', '?')} train / {data.get('val_tokens', '?')} validation tokens)",
             f"model: {t['n_layers']} layers, width {t['d_model']}, {t['n_heads']} heads; L_train {t['seq_len']} tokens, "
@@ -354,6 +356,11 @@ def report_text(sweep: dict, config: SweepConfig) -> str:
     if sweep["missing"]:
         head.insert(1, "missing: " + ", ".join(f"{a}/seed{s}" for a, s in sweep["missing"]))
     return "\n".join(head) + "\n" + markdown_table(t["seq_len"], cfg["eval"]["multipliers"], arms, rows)
+
+
+def run_hours(runs: dict) -> float:
+    """Hours of training plus evaluation summed over the finished runs of a sweep.json's ``runs``."""
+    return sum(r["train_seconds"] + r["eval_seconds"] for a in runs.values() for r in a.values()) / 3600
 
 
 RUNNERS = {"train": run_train, "eval": run_eval, "sweep": run_probe_sweep, "tables": run_tables, "report": run_report}
