@@ -318,14 +318,18 @@ def run_agreement(layers: list[dict], multipliers: list[int], measured: dict | N
 
 
 def write_theory(run_dir: Path, data: TokenData, device: str = "cpu", threads: int = 1,
-                 cfg: BridgeConfig = BridgeConfig(), out: Path | None = None) -> dict | None:
+                 cfg: BridgeConfig | None = None, out: Path | None = None) -> dict | None:
     """Compute ``run_theory`` for the finished run in ``run_dir`` (weights, train.json, and eval.json when there is
     one) and write it atomically to ``out`` (default run_dir/theory.json) with its configs; None for an arm
-    without an angle law (nothing written).  The sweep calls this after evaluating each run."""
+    without an angle law (nothing written).  cfg None: ``BridgeConfig()`` with at most the windows the
+    validation split holds.  The sweep calls this after evaluating each run."""
     torch.set_num_threads(threads)
     res = read_json(Path(run_dir) / RESULTS)
     if res["config"]["arm"] not in ANGLE_ARMS:
         return None
+    if cfg is None:
+        fits = (data.val.numel() - 1) // (2 * res["config"]["seq_len"])
+        cfg = BridgeConfig(windows=max(2, min(BridgeConfig.windows, fits)))
     t0 = time.perf_counter()
     model, tcfg = load_trained(run_dir, data.vocab_size, device)
     evaluation = Path(run_dir) / EVAL_RESULTS
