@@ -114,7 +114,8 @@ def agreement(out_dir: Path) -> dict | None:
               for arm, runs in theories.items() for seed, r in runs.items()
               for la in r["layers"] for w, m in zip(la["window_pred"], la["window_measured"])]
     premise = {arm: float(np.mean([r["incoherent_fraction"] for r in runs.values()])) for arm, runs in theories.items()}
-    return {"window": window_rows(theories), "far": far_rows(theories), "order": order_row(theories),
+    seq_len = next(iter(next(iter(theories.values())).values()))["seq_len"]
+    return {"seq_len": seq_len, "window": window_rows(theories), "far": far_rows(theories), "order": order_row(theories),
             "window_points": points, "incoherent_fraction": premise,
             "runs": {arm: sorted(int(s) for s in runs) for arm, runs in theories.items()}}
 

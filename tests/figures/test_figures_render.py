@@ -216,7 +216,7 @@ def test_extra_family_is_drawn_beside_the_builtins_with_estimated_theory(tmp_pat
     plain = {s.name: len(s.jobs) for s in figure_specs(True)}
     added = {s.name: len(s.jobs) - plain[s.name] for s in specs}
     assert added == {"fig1_coherence": 1, "fig2_window": 2, "fig3_score_gap": 1, "fig4_near_weight": 1,
-                     "fig5_far_residual": 1, "fig6_probes": 0}
+                     "fig5_far_residual": 1, "fig6_probes": 0, "fig7_theory": 0}
     for spec in specs:
         if spec.name not in ("fig1_coherence", "fig3_score_gap", "fig4_near_weight"):
             continue
