@@ -59,3 +59,14 @@ def probes_caption(spec: FigureSpec, sweep: dict, path: Path) -> str:
                       f"Evaluation: multipliers {sweep['multipliers']}, {evaluation.get('n_tokens', '?')} validation "
                       f"targets per length (the same targets at every length, >= 4 windows).",
                       f"Data: {path}."]) + "\n"
+
+
+def theory_caption(spec: FigureSpec, result: dict, path: Path) -> str:
+    """Caption of figure 7 from ``probes.theory_stats.agreement``: runs per arm, the rules, where it fails."""
+    runs = ", ".join(f"{arm} seeds {seeds}" for arm, seeds in result["runs"].items())
+    return "\n".join([f"{spec.name}: {spec.summary}", f"Runs (theory.json under {path}): {runs}.",
+                       "Prediction of (a): F(T) = mean over N = 1..T-L of E[1 - 1/(1 + N r)], r = mean far weight / near "
+                       "mass of the queries of 2L windows (assumes incoherent far scores and length-independent statistics; "
+                       "2x is in-sample). Bands: 95% Student t interval over seeds.",
+                       "In (b) the two windows are different units; agreement is their rank order over heads. RoPE's "
+                       "W_pred = L for every head (no mixing: the theory predicts no window)."]) + "\n"

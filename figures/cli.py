@@ -24,7 +24,7 @@ from .specs import ExtraFamily, figure_specs
 
 def add_figures(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("figures", help="every paper figure as PNG + PDF + caption",
-                       description="Figures 1-6 from saved results; measurements missing from --results are "
+                       description="Figures 1-7 from saved results; measurements missing from --results are "
                                    "computed first (progress bar on stderr) and saved, so a rerun computes nothing.")
     p.add_argument("--out", default=str(DEFAULT_OUT), metavar="DIR", help=f"figure directory (default {DEFAULT_OUT})")
     p.add_argument("--results", default=str(DEFAULT_RESULTS), metavar="DIR",

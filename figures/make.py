@@ -19,10 +19,12 @@ from matplotlib.figure import Figure
 
 from accum.simulations.results import ResultError
 
-from .captions import caption, probes_caption
+from accum.probes.theory_stats import agreement
+
+from .captions import caption, probes_caption, theory_caption
 from .data import DEFAULT_RESULTS, Measured, ensure
 from .overlays import THEORIES
-from .plots import BUILDERS, STYLE, fig_probes
+from .plots import BUILDERS, STYLE, fig_probes, fig_theory
 from .specs import ExtraFamily, FigureSpec, figure_specs
 
 DEFAULT_OUT = Path("results/figures")
@@ -105,10 +107,24 @@ def probes_figure(spec: FigureSpec, sweep: dict | None, probes: Path, out_dir: P
     return Outcome(spec.name, files, f"{done} of {planned} probe runs (arm x seed)")
 
 
+def theory_figure(spec: FigureSpec, sweep: dict | None, probes: Path, out_dir: Path) -> Outcome:
+    """Figure 7 from the theory.json files of the runs beside ``probes`` (``probes.theory_stats.agreement``), or a
+    skip message when there are none."""
+    result = agreement(probes.parent)
+    if result is None:
+        return Outcome(spec.name, (), f"skipped: no theory.json under {probes.parent} (written after each probe run)")
+    files = save_figure(fig_theory(result), out_dir, spec.name, theory_caption(spec, result, probes.parent))
+    return Outcome(spec.name, files, f"{sum(len(s) for s in result['runs'].values())} probe runs with a theory.json")
+
+
+#: the figures drawn from the probe results (no measurement jobs), by name
+PROBE_FIGURES = {"fig6_probes": probes_figure, "fig7_theory": theory_figure}
+
+
 def make_figures(out_dir: str | Path = DEFAULT_OUT, results_dir: str | Path = DEFAULT_RESULTS, *, quick: bool = False,
                  seed: int = 0, probes: str | Path = DEFAULT_PROBES, workers: int = 1,
                  progress: bool = True, extra: ExtraFamily | None = None) -> list[Outcome]:
-    """Figures 1-6 under ``out_dir``, with ``extra`` (a family drawn beside the built-ins) in figures 1-5;
+    """Figures 1-7 under ``out_dir``, with ``extra`` (a family drawn beside the built-ins) in figures 1-5;
     measurements missing from ``results_dir`` are computed first (one progress bar for all of them).
     The probe sweep is read before anything is computed, so a corrupt one fails at once."""
     out_dir, results_dir, probes = Path(out_dir), Path(results_dir), Path(probes)
@@ -123,5 +139,5 @@ def make_figures(out_dir: str | Path = DEFAULT_OUT, results_dir: str | Path = DE
             measured = [next(records) for _ in spec.jobs]
             outcomes.append(measured_figure(spec, measured, out_dir, seed, size, results_dir))
         else:
-            outcomes.append(probes_figure(spec, sweep, probes, out_dir))
+            outcomes.append(PROBE_FIGURES[spec.name](spec, sweep, probes, out_dir))
     return outcomes

@@ -353,6 +353,51 @@ def fig_probes(sweep: dict) -> Figure:
     return fig
 
 
+# ------------------------------------------------------------------------------------------- figure 7
+
+@styled
+def fig_theory(result: dict) -> Figure:
+    """Figure 7 from ``probes.theory_stats.agreement``: (a) per arm the far mass versus evaluation length /
+    train length, measured (solid, 95% band over seeds) and predicted from the 2x statistics (dashed, same
+    colour); (b) predicted window against measured window, one point per head and seed, log axes."""
+    fig = Figure(figsize=(11, 4.4), layout="constrained")
+    ax_far, ax_win = fig.subplots(1, 2)
+    arms = list(result["runs"])
+    for i, arm in enumerate(arms):
+        rows = [r for r in result["far"] if r["arm"] == arm]
+        if not rows:
+            continue
+        c = PROBE_COLORS.get(arm, color(arm, i))
+        mult = np.array([r["multiplier"] for r in rows], dtype=float)
+        meas = np.array([r["measured"]["mean"] for r in rows])
+        ax_far.plot(mult, meas, color=c, marker=marker(i), label=f"{PROBE_LABELS.get(arm, arm)} measured (n={rows[0]['seeds']})")
+        ax_far.plot(mult, [r["pred"]["mean"] for r in rows], color=c, label=f"{PROBE_LABELS.get(arm, arm)} predicted", **THEORY)
+        if all(r["measured"]["ci"] is not None for r in rows):
+            ax_far.fill_between(mult, [r["measured"]["ci"][0] for r in rows], [r["measured"]["ci"][1] for r in rows],
+                                color=c, alpha=0.15, linewidth=0)
+    ax_far.set_xscale("log", base=2)
+    plain_ticks(ax_far, sorted({r["multiplier"] for r in result["far"]}))
+    ax_far.set_xlabel(rf"evaluation length / train length ($L = {result['seq_len']}$ tokens)")
+    ax_far.set_ylabel(r"far attention mass (keys $\geq L$ back), mean over heads")
+    ax_far.set_title("(a) far mass: measured vs extrapolated from 2x")
+    ax_far.legend(loc="lower right", fontsize=7)
+    for i, arm in enumerate(arms):
+        pts = [p for p in result["window_points"] if p["arm"] == arm]
+        ax_win.scatter([p["window_measured"] for p in pts], [p["window_pred"] for p in pts], s=14, alpha=0.7,
+                       color=PROBE_COLORS.get(arm, color(arm, i)), marker=marker(i), label=PROBE_LABELS.get(arm, arm))
+    ax_win.set_xscale("log")
+    ax_win.set_yscale("log")
+    for axis in (ax_win.xaxis, ax_win.yaxis):
+        axis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax_win.set_xlabel("measured window (lags holding 90% of attention, at L)")
+    ax_win.set_ylabel(r"predicted window $W = \sum_{n<L} C_h(n)^2$")
+    ax_win.set_title("(b) mixing window per head: rank agreement")
+    ax_win.legend(loc="lower left", fontsize=7)
+    fig.suptitle("Theory vs trained probes (accum.theory from each head's realised angle law)", fontsize=10)
+    return fig
+
+
 BUILDERS: dict[str, Callable[[Sequence[Measured], Theory], Figure]] = {
     "fig1_coherence": fig_coherence,
     "fig2_window": fig_window,

@@ -198,7 +198,18 @@ def probes_spec() -> FigureSpec:
     return FigureSpec("fig6_probes", PROBES_SUMMARY)
 
 
+THEORY_SUMMARY = ("accum's theory against the trained probes (probes/bridge.py): (a) far attention mass versus "
+                  "evaluation length, measured (solid, mean and 95% band over seeds) and extrapolated from the 2x score "
+                  "statistics alone (dashed); (b) predicted mixing window W_pred = sum_{n<L} C_h(n)^2 against the "
+                  "measured 90% attention window, one point per head and seed.")
+
+
+def theory_spec() -> FigureSpec:
+    """Figure 7: read from the runs' theory.json beside the probes' sweep.json, no measurement jobs."""
+    return FigureSpec("fig7_theory", THEORY_SUMMARY)
+
+
 def figure_specs(quick: bool, extra: ExtraFamily | None = None) -> tuple[FigureSpec, ...]:
-    """Figures 1-6 in order, with ``extra`` beside the built-ins in figures 1-5."""
+    """Figures 1-7 in order, with ``extra`` beside the built-ins in figures 1-5."""
     return (coherence_spec(quick, extra), window_spec(quick, extra), score_gap_spec(quick, extra), near_weight_spec(quick, extra),
-            far_residual_spec(quick, extra), probes_spec())
+            far_residual_spec(quick, extra), probes_spec(), theory_spec())

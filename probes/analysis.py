@@ -118,6 +118,19 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
 
 
 @torch.no_grad()
+def head_inputs(model: ProbeModel, x: torch.Tensor, uniforms: torch.Tensor | None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per layer, the untransformed queries and keys (B, H, T, d) of windows x (B, T) on the CPU, from the
+    layer's normalised input (the same pass as ``model(x, None, uniforms)``)."""
+    hidden, out = model.embed(x), []
+    for index, block in enumerate(model.blocks):
+        q, k, _ = block.attn.heads(block.ln1(hidden))
+        out.append((q.cpu(), k.cpu()))
+        u_layer = None if uniforms is None else uniforms[:, :, index]
+        hidden, _ = block(hidden, x, model.empty_states(x.shape[0])[0], u_layer, False)
+    return out
+
+
+@torch.no_grad()
 def analyse(model: ProbeModel, x: torch.Tensor, seq_len: int, generator: torch.Generator,
             level: float = 0.9, eps: float = 0.1) -> dict:
     """Per layer and head: far mass, measured window, and (angle arms) predicted windows.
@@ -136,9 +149,7 @@ def analyse(model: ProbeModel, x: torch.Tensor, seq_len: int, generator: torch.G
     out = model(x, None, uniforms, need_weights=True)
     lags = torch.arange(x.shape[1])
     layers, pred_all, meas_all, coh_all, far_all = [], [], [], [], []
-    hidden = model.embed(x)
-    for index, (block, weights, angles) in enumerate(zip(model.blocks, out.weights, out.step_angles)):
-        q, k, _ = (z.cpu() for z in block.attn.heads(block.ln1(hidden)))
+    for (q, k), weights, angles in zip(head_inputs(model, x, uniforms), out.weights, out.step_angles):
         weights, angles = weights.cpu(), None if angles is None else angles.cpu()
         layer = {"far_mass": far_mass(weights, seq_len).tolist(), "window": mixing_window(weights, level).tolist()}
         if model.cfg.arm in ANGLE_ARMS:
@@ -153,8 +164,6 @@ def analyse(model: ProbeModel, x: torch.Tensor, seq_len: int, generator: torch.G
             coh_all += layer["coherent_fraction_far_iid"]
             far_all += layer["far_mass"]
         layers.append(layer)
-        u_layer = None if uniforms is None else uniforms[:, :, index]
-        hidden, _ = block(hidden, x, model.empty_states(x.shape[0])[0], u_layer, False)
     return {"length": x.shape[1], "far_lag": seq_len, "level": level, "eps": eps, "layers": layers,
             "spearman_window_pred_vs_measured": _rho(pred_all, meas_all),
             "spearman_far_coherence_vs_far_mass": _rho(coh_all, far_all)}

@@ -34,6 +34,7 @@ from accum.probes.model import ARMS
 from accum.probes.presets import PRESETS, preset
 from accum.probes.sweep import (EVAL_RESULTS, SweepConfig, check_analysis, check_summary, evaluate_run, markdown_table,
                                 run_order, run_sweep)
+from accum.probes.theory_stats import agreement, theory_section
 from accum.probes.train import WEIGHTS, TrainConfig, angle_spread, check_train_memory, load_data, load_trained, train
 from accum.simulations.params import ParamError, check_int, integer_option
 from accum.simulations.results import ResultError, prove_writable_dirs, reserve_output
@@ -304,7 +305,7 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 def run_report(args: argparse.Namespace, device: str) -> None:
     """Print the table and verdicts of a sweep.json (recomputed from its per-run numbers, no training)."""
-    print(report_text(*load_sweep(args.sweep)), end="")
+    print(report_text(*load_sweep(args.sweep)) + theory_section(agreement(args.sweep.parent)), end="")
 
 
 def load_sweep(path: Path) -> tuple[dict, SweepConfig]:

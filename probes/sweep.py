@@ -23,6 +23,7 @@ import torch
 
 from accum.probes import stats
 from accum.probes.analysis import analyse
+from accum.probes.bridge import write_theory
 from accum.probes.data import TokenData, eval_windows, window_count
 from accum.probes.evaluate import MAX_MULTIPLIER, EvalConfig, evaluate_lengths
 from accum.probes.io import provenance, read_json, write_atomic, write_json
@@ -277,6 +278,7 @@ def _sweep_run(cfg: SweepConfig, arm: str, seed: int, out_dir: Path, data: Token
         train(tcfg, folder, data=data, data_meta=data_meta, device=device, threads=threads, progress=progress)
     eres = evaluate_run(folder, data, cfg.eval, cfg.analysis_multiplier, cfg.analysis_windows, device, threads)
     write_json(folder / EVAL_RESULTS, eres)
+    write_theory(folder, data, device, threads)  # theory.json: accum.theory's predictions (angle arms only)
 
 
 def finished_runs(cfg: SweepConfig, out_dir: Path) -> dict:

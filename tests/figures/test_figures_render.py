@@ -86,7 +86,7 @@ def synthetic_sweep(arms=("nope", "rope", "alibi", "random", "learned", "learned
                        "arms": list(arms), "seeds": list(seeds), "analysis_multiplier": 4},
             "seq_len": 32, "multipliers": mult, "lengths": [32 * m for m in mult], "runs": runs,
             "arms": {arm: stats.arm_statistics(r) for arm, r in runs.items()},
-            "verdicts": stats.verdicts(runs, list(arms)), "missing": [list(m) for m in missing],
+            "verdicts": stats.verdicts(runs, list(arms), list(seeds), [len(seeds)]), "missing": [list(m) for m in missing],
             "complete": not missing, "table_markdown": "", "timings": {}}
 
 
@@ -216,7 +216,7 @@ def test_extra_family_is_drawn_beside_the_builtins_with_estimated_theory(tmp_pat
     plain = {s.name: len(s.jobs) for s in figure_specs(True)}
     added = {s.name: len(s.jobs) - plain[s.name] for s in specs}
     assert added == {"fig1_coherence": 1, "fig2_window": 2, "fig3_score_gap": 1, "fig4_near_weight": 1,
-                     "fig5_far_residual": 1, "fig6_probes": 0}
+                     "fig5_far_residual": 1, "fig6_probes": 0, "fig7_theory": 0}
     for spec in specs:
         if spec.name not in ("fig1_coherence", "fig3_score_gap", "fig4_near_weight"):
             continue
