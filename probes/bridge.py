@@ -53,9 +53,7 @@ Degradation (C5 -> C7): the predicted loss of near attention at the longest leng
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -317,12 +315,11 @@ def run_agreement(layers: list[dict], multipliers: list[int], measured: dict | N
     return out
 
 
-def write_theory(run_dir: Path, data: TokenData, device: str = "cpu", threads: int = 1,
-                 cfg: BridgeConfig | None = None, out: Path | None = None) -> dict | None:
-    """Compute ``run_theory`` for the finished run in ``run_dir`` (weights, train.json, and eval.json when there is
-    one) and write it atomically to ``out`` (default run_dir/theory.json) with its configs; None for an arm
-    without an angle law (nothing written).  cfg None: ``BridgeConfig()`` with at most the windows the
-    validation split holds.  The sweep calls this after evaluating each run."""
+def theory_result(run_dir: Path, data: TokenData, device: str = "cpu", threads: int = 1,
+                  cfg: BridgeConfig | None = None) -> dict | None:
+    """``run_theory`` for the finished run in ``run_dir`` (weights, train.json, and eval.json when there is one)
+    with its configs; None for an arm without an angle law.  cfg None: ``BridgeConfig()`` with at most the
+    windows the validation split holds."""
     torch.set_num_threads(threads)
     res = read_json(Path(run_dir) / RESULTS)
     if res["config"]["arm"] not in ANGLE_ARMS:
@@ -335,40 +332,14 @@ def write_theory(run_dir: Path, data: TokenData, device: str = "cpu", threads: i
     evaluation = Path(run_dir) / EVAL_RESULTS
     measured = read_json(evaluation) if evaluation.is_file() else None
     body = run_theory(model.cpu(), tcfg.seq_len, data.val, cfg, measured)
-    result = {**body, "train_config": tcfg.to_dict(), "eval_config": None if measured is None else measured["eval_config"],
-              "seconds": time.perf_counter() - t0, "provenance": provenance(threads, "cpu")}
-    write_json(Path(run_dir) / THEORY_RESULTS if out is None else Path(out), result)
+    return {**body, "train_config": tcfg.to_dict(), "eval_config": None if measured is None else measured["eval_config"],
+            "seconds": time.perf_counter() - t0, "provenance": provenance(threads, "cpu")}
+
+
+def write_theory(run_dir: Path, data: TokenData, device: str = "cpu", threads: int = 1) -> dict | None:
+    """``theory_result`` written atomically to run_dir/theory.json (nothing for an arm without an angle law).
+    The sweep calls this after evaluating each run."""
+    result = theory_result(run_dir, data, device, threads)
+    if result is not None:
+        write_json(Path(run_dir) / THEORY_RESULTS, result)
     return result
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m accum.probes.bridge --run DIR [--out FILE] [--data-dir DIR] [--windows N]``: theory.json of one
-    finished run.  Bad input: one line naming the option, exit 2, nothing written."""
-    from accum.probes.cli import finished_run_config
-    from accum.probes.train import load_data
-
-    p = argparse.ArgumentParser(prog="python -m accum.probes.bridge")
-    p.add_argument("--run", type=Path, required=True, help="folder of a finished `accum probe train`")
-    p.add_argument("--out", type=Path, default=None, help=f"output (default RUN/{THEORY_RESULTS})")
-    p.add_argument("--data-dir", type=Path, default=None, help="data cache (default data/ in the repository)")
-    p.add_argument("--windows", type=int, default=BridgeConfig.windows, help="validation windows of 2 L_train tokens")
-    args = p.parse_args(argv)
-    try:
-        cfg = BridgeConfig(windows=args.windows)
-        tcfg = finished_run_config(args.run)
-        if tcfg.arm not in ANGLE_ARMS:
-            raise ParamError(f"--run {args.run}: arm {tcfg.arm!r} has no accumulated angle law; allowed: {', '.join(ANGLE_ARMS)}")
-        if args.out is not None and args.out.is_dir():
-            raise ParamError(f"--out {args.out}: is a directory; give a file name")
-        data, _ = load_data(tcfg, args.data_dir)
-        res = write_theory(args.run, data, cfg=cfg, out=args.out)
-    except ParamError as err:
-        print(f"accum probe bridge: error: {err.message({'windows': '--windows'})}", file=sys.stderr)
-        return 2
-    print(f"{res['arm']}: spearman(window) {res['spearman_window']}, far log ratio {res.get('far_log_ratio')}, "
-          f"{res['seconds']:.1f} s")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

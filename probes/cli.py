@@ -30,7 +30,8 @@ import torch
 from accum.probes import stats, tables
 from accum.probes.evaluate import EvalConfig
 from accum.probes.io import json_text, read_json
-from accum.probes.model import ARMS
+from accum.probes.bridge import THEORY_RESULTS, BridgeConfig, theory_result
+from accum.probes.model import ANGLE_ARMS, ARMS
 from accum.probes.presets import PRESETS, preset
 from accum.probes.sweep import (EVAL_RESULTS, SweepConfig, check_analysis, check_summary, evaluate_run, markdown_table,
                                 run_order, run_sweep)
@@ -122,6 +123,12 @@ def add_subparser(subparsers) -> argparse.ArgumentParser:
     p_tables.add_argument("--top", type=integer_option, default=256, help="most frequent tokens compared across seeds")
     p_tables.add_argument("--json", type=Path, default=None, help="write the results here")
     _common(p_tables)
+    p_theory = sub.add_parser("theory", help="accum's theory for one trained angle-arm run: theory.json (coherence, "
+                              "window, far mass extrapolated from 2x; read by `probe report`)")
+    p_theory.add_argument("--run", dest="run_dir", type=Path, required=True, help="folder of a finished angle-arm run")
+    p_theory.add_argument("--out", type=Path, default=None, help="output (default RUN/theory.json)")
+    p_theory.add_argument("--windows", type=integer_option, default=None, help="validation windows of 2 L_train tokens")
+    _common(p_theory)
     p_report = sub.add_parser("report", help="print a finished (or partial) sweep's table and C7 verdicts; no training")
     p_report.add_argument("--sweep", type=Path, default=DEFAULT_SWEEP, help=f"sweep.json (default {DEFAULT_SWEEP})")
     probe.set_defaults(run=run)
@@ -146,6 +153,8 @@ def command_flags(command: str) -> dict[str, str]:
         return {f.name: flag(f.name) for f in fields(TrainConfig)}
     if command == "eval":
         return {**evaluation, **ANALYSIS_FLAGS}
+    if command == "theory":
+        return {"windows": "--windows"}
     if command == "tables":
         return {"windows": "--windows", "top": "--top", "runs": "--runs", "arm": "--runs (its arm)"}
     train_flags = {f.name: flag(f.name) for f in fields(TrainConfig) if f.name != "seed"}
@@ -277,6 +286,22 @@ def run_tables(args: argparse.Namespace, device: str) -> None:
             out.write_text(json_text(result))
 
 
+def run_theory(args: argparse.Namespace, device: str) -> None:
+    """theory.json of one finished run of an angle arm (``bridge.write_theory``)."""
+    tcfg = finished_run_config(args.run_dir)
+    if tcfg.arm not in ANGLE_ARMS:
+        raise ParamError(f"--run {args.run_dir}: arm {tcfg.arm!r} has no accumulated angle law; allowed: "
+                         f"{', '.join(ANGLE_ARMS)}")
+    cfg = None if args.windows is None else BridgeConfig(windows=args.windows)
+    target = args.run_dir / THEORY_RESULTS if args.out is None else args.out
+    with reserve_output(target, "--out") as out:  # proven writable before any work
+        data, _ = load_data(tcfg, args.data_dir)
+        res = theory_result(args.run_dir, data, device, args.threads, cfg)
+        out.write_text(json_text(res))
+    print(f"{res['arm']}: spearman(window) {res['spearman_window']}, far log ratio {res.get('far_log_ratio')}, "
+          f"{res['seconds']:.1f} s")
+
+
 def run_probe_sweep(args: argparse.Namespace, device: str) -> None:
     flags = command_flags("sweep")
     sizes = preset(args.preset)
@@ -364,7 +389,7 @@ def run_hours(runs: dict) -> float:
     return sum(r["train_seconds"] + r["eval_seconds"] for a in runs.values() for r in a.values()) / 3600
 
 
-RUNNERS = {"train": run_train, "eval": run_eval, "sweep": run_probe_sweep, "tables": run_tables, "report": run_report}
+RUNNERS = {"train": run_train, "eval": run_eval, "sweep": run_probe_sweep, "tables": run_tables, "theory": run_theory, "report": run_report}
 
 
 def run(args: argparse.Namespace) -> int:

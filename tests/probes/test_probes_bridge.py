@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from accum.cli import main
+
 from accum.figures.make import theory_figure
 from accum.figures.specs import theory_spec
 from accum.probes import bridge, stats, theory_stats
@@ -46,7 +48,8 @@ def runs(tmp_path_factory):
         eres = evaluate_run(folder, DATA, EvalConfig(multipliers=(1, 2, 4), n_tokens=4 * 4 * L, chunk=L,
                                                      tokens_per_batch=4 * L), 2, 2, "cpu", 1)
         write_json(folder / EVAL_RESULTS, eres)
-        out[arm] = bridge.write_theory(folder, DATA, cfg=bridge.BridgeConfig(**SMALL))
+        out[arm] = bridge.theory_result(folder, DATA, cfg=bridge.BridgeConfig(**SMALL))
+        write_json(folder / bridge.THEORY_RESULTS, out[arm])
     return root, out
 
 
@@ -161,9 +164,10 @@ def test_bad_input_is_one_line_and_writes_nothing(argv, fragment, runs, tmp_path
     (alibi / "train.json").write_text(json.dumps(cfg))
     fmt = {"tmp": tmp_path, "root": root, "alibi": alibi}
     out = tmp_path / "out.json"
-    status = bridge.main([a.format(**fmt) for a in argv] + ["--out", str(out)])
+    status = main(["probe", "theory", *[a.format(**fmt) for a in argv], "--out", str(out), "--threads", "1"])
     err = capsys.readouterr().err
-    assert status == 2 and err.count("\n") == 1 and fragment.format(**fmt) in err, err
+    assert status == 2 and err.startswith("accum probe theory: error: ") and err.count("\n") == 1, err
+    assert fragment.format(**fmt) in err, err
     assert not out.exists()
 
 
