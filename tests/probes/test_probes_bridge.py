@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from accum.cli import main
-
 from accum.figures.make import theory_figure
 from accum.figures.specs import theory_spec
 from accum.probes import bridge, stats, theory_stats
