@@ -14,13 +14,18 @@ from accum.cli import main
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def interrupt_when(argv: list[str], ready, cwd: Path, timeout: float = 60.0,
-                   sig: int = signal.SIGINT) -> tuple[int, str, float]:
-    """Start ``accum argv`` in its own process group, wait until ``ready()`` (the work has started), send ``sig``
-    to the group as a terminal's Ctrl-C does (pool workers included); returns (exit status, stderr, seconds
-    from the signal to the exit)."""
+def ignore_sigint() -> None:
+    """Child set-up of a script's background job: SIGINT ignored, which Python then leaves ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def interrupt_when(argv: list[str], ready, cwd: Path, timeout: float = 60.0, sig: int = signal.SIGINT,
+                   preexec=None) -> tuple[int, str, float]:
+    """Start ``accum argv`` in its own process group (``preexec`` run in the child first), wait until ``ready()``
+    (the work has started), send ``sig`` to the group as a terminal's Ctrl-C does (pool workers included);
+    returns (exit status, stderr, seconds from the signal to the exit)."""
     proc = subprocess.Popen([sys.executable, "-m", "accum.cli", *argv], cwd=cwd, env=ENV, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
     deadline = time.monotonic() + timeout
     while not ready():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -38,13 +43,15 @@ def interrupt_when(argv: list[str], ready, cwd: Path, timeout: float = 60.0,
     return proc.returncode, err, time.monotonic() - sent
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_interrupted_measure_leaves_nothing(sig, tmp_path):
+@pytest.mark.parametrize("sig, preexec", [(signal.SIGINT, None), (signal.SIGTERM, None), (signal.SIGINT, ignore_sigint)],
+                         ids=["SIGINT", "SIGTERM", "SIGINT-inherited-ignored"])
+def test_interrupted_measure_leaves_nothing(sig, preexec, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     argv = ["measure", "coherence", "--family", "householder", "--opt", "steps=64", "--opt", "samples=200000000",
             "--json", str(out / "r.json"), "--threads", "1"]
-    rc, err, seconds = interrupt_when(argv, lambda: any(p.suffix == ".tmp" for p in out.iterdir()), tmp_path, sig=sig)
+    rc, err, seconds = interrupt_when(argv, lambda: any(p.suffix == ".tmp" for p in out.iterdir()), tmp_path, sig=sig,
+                                      preexec=preexec)
     assert rc == 130 and err.strip().splitlines() == ["accum measure: interrupted"], err
     assert list(out.iterdir()) == []          # the reserved temporary file is gone, no result written
     assert seconds < 20.0                     # honoured within one estimator batch, not after the hours of 2e8 samples
@@ -75,11 +82,11 @@ def test_every_command_turns_ctrl_c_into_one_line(command, target, argv, monkeyp
 
     monkeypatch.setattr(target, interrupted)
     monkeypatch.chdir(tmp_path)
-    handler = signal.getsignal(signal.SIGTERM)
+    handlers = [signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)]
     assert main([*argv, "--json", "r.json"]) == 130
     assert capsys.readouterr().err.strip().splitlines() == [f"accum {command}: interrupted"]
     assert list(tmp_path.iterdir()) == []
-    assert signal.getsignal(signal.SIGTERM) is handler        # main's SIGTERM handler is not left behind
+    assert [signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)] == handlers  # main's handlers are not left behind
 
 
 def test_interrupted_figures_count_the_kept_measurements(monkeypatch, capsys, tmp_path):
