@@ -73,6 +73,14 @@ class SweepConfig:
                 "seeds": list(self.seeds), "analysis_multiplier": self.analysis_multiplier,
                 "analysis_windows": self.analysis_windows}
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "SweepConfig":
+        """The inverse of ``to_dict`` (sweep.json's "config"); the analysis sizes default to 4 where absent."""
+        return cls(train=TrainConfig.from_dict(d["train"]),
+                   eval=EvalConfig(**{**d["eval"], "multipliers": tuple(d["eval"]["multipliers"])}),
+                   arms=tuple(d["arms"]), seeds=tuple(d["seeds"]),
+                   analysis_multiplier=d.get("analysis_multiplier", 4), analysis_windows=d.get("analysis_windows", 4))
+
 
 def check_analysis(multiplier: int, windows: int) -> None:
     """The attention analysis runs ``windows`` validation windows of ``multiplier`` * seq_len tokens:

@@ -1,47 +1,11 @@
 """Issue 14, interrupts: Ctrl-C (SIGINT) or SIGTERM prints one line, exits 130, no traceback, no half-written file."""
 
-import os
 import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
+from conftest import ignore_sigint, interrupt_when
 
 from accum.cli import main
-
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-
-def ignore_sigint() -> None:
-    """Child set-up of a script's background job: SIGINT ignored, which Python then leaves ignored."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def interrupt_when(argv: list[str], ready, cwd: Path, timeout: float = 60.0, sig: int = signal.SIGINT,
-                   preexec=None) -> tuple[int, str, float]:
-    """Start ``accum argv`` in its own process group (``preexec`` run in the child first), wait until ``ready()``
-    (the work has started), send ``sig`` to the group as a terminal's Ctrl-C does (pool workers included);
-    returns (exit status, stderr, seconds from the signal to the exit)."""
-    proc = subprocess.Popen([sys.executable, "-m", "accum.cli", *argv], cwd=cwd, env=ENV, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
-    deadline = time.monotonic() + timeout
-    while not ready():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            os.killpg(proc.pid, signal.SIGKILL)
-            pytest.fail(f"the command ended or never started its work: {proc.communicate()}")
-        time.sleep(0.05)
-    time.sleep(0.3)
-    sent = time.monotonic()
-    os.killpg(proc.pid, sig)
-    try:
-        _, err = proc.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail(f"still running 30 s after Ctrl-C: {proc.communicate()}")
-    return proc.returncode, err, time.monotonic() - sent
-
 
 @pytest.mark.parametrize("sig, preexec", [(signal.SIGINT, None), (signal.SIGTERM, None), (signal.SIGINT, ignore_sigint)],
                          ids=["SIGINT", "SIGTERM", "SIGINT-inherited-ignored"])
