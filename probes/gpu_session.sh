@@ -62,7 +62,11 @@ LOG=$RESULTS/session-$STAMP.log
 export PYTHONSAFEPATH=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
 FAILED=0
 
-rm -rf "$WORK" && mkdir -p "$RESULTS" "$OUT" || exit 1
+rm -rf "$WORK" && mkdir -p "$RESULTS" "$OUT" "$WORK/data" || exit 1
+# a copy: the texts extracted from the sdist land there, not in the carried bundle (which may be read-only)
+if [ -d "$DATA_DIR" ]; then
+    cp -R "$DATA_DIR"/. "$WORK/data"/ || exit 1
+fi
 if [ -n "$RESUME_FROM" ] && [ -f "$RESUME_FROM/sweep.json" ]; then
     cp -R "$RESUME_FROM"/. "$RESULTS"/
 fi
@@ -117,7 +121,7 @@ sweep() {  # sweep BOX REPORT [options]: probes/run_gpu.sh (the gpu preset, then
     local box=$1 report=$2
     shift 2
     logged env ACCUM="$ACCUM" DEVICE="$DEVICE" SWEEP_DIR="$RESULTS" THREADS="$THREADS" TIME_BOX_S="$box" \
-        KILL_AFTER_S="$KILL_AFTER_S" REPORT="$report" sh "$HERE/run_gpu.sh" --data-dir "$DATA_DIR" --arms "${arms[@]}" \
+        KILL_AFTER_S="$KILL_AFTER_S" REPORT="$report" sh "$HERE/run_gpu.sh" --data-dir "$WORK/data" --arms "${arms[@]}" \
         --seeds "${seeds[@]}" --order "$ORDER" "${extra[@]}" "$@"
 }
 run_times() { logged "$PYTHON" -m accum.probes.gpu_session times --sweep "$RESULTS/sweep.json" "$@"; }
