@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: verify test bench figures probes-gpu clean
+.PHONY: verify test bench figures probes-gpu gpu-bundle gpu-results clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,9 +24,22 @@ bench: $(STAMP)
 figures: $(STAMP)
 	$(BIN)/accum figures --out results/figures
 
-# C7 probes, GPU preset (one H200, about 8 minutes, not yet run): results in probes/results/gpu/
+# C7 probes, GPU preset (never run yet: no GPU has been lent), on a machine with a GPU and this venv:
+# results in probes/results/gpu/.  A session lent the device tool's GPU uses gpu-bundle instead (README).
 probes-gpu: $(STAMP)
 	ACCUM=$(BIN)/accum sh probes/run_gpu.sh
+
+# What the device tool's GPU call carries (probes/gpu_session.sh): the accum wheel and the data files the
+# gpu preset reads offline, in $(BUNDLE)/ (git-ignored; carry it).
+BUNDLE ?= .gpu-bundle
+gpu-bundle: $(STAMP)
+	rm -rf $(BUNDLE) build
+	$(BIN)/pip wheel -q --no-deps --no-build-isolation -w $(BUNDLE) .
+	$(BIN)/python -m accum.probes.gpu_session stage --bundle $(BUNDLE) --preset gpu
+
+# Validate the archive a GPU session returned and unpack it into probes/results/gpu/ (then commit that).
+gpu-results: $(STAMP)
+	$(BIN)/python -m accum.probes.gpu_session unpack $(ARCHIVE) --dest probes/results/gpu
 
 clean:
 	rm -rf $(VENV) build *.egg-info

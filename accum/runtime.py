@@ -9,7 +9,8 @@ Interrupts: a command that keeps partial work (a sweep, the figures' measurement
 with the line to print ("interrupted; N of M jobs kept in DIR"); ``accum.cli`` prints it (or plain
 "interrupted") and exits with ``EXIT_INTERRUPTED`` = 130 (128 + SIGINT), as shells do.  SIGTERM (``kill``,
 a batch scheduler's time limit) is treated as Ctrl-C (``terminate_as_interrupt``), so the same cleanup runs
-and no temporary file is left.
+and no temporary file is left; so is a SIGINT sent to a command whose parent started it with SIGINT ignored
+(a script's background job, which Python would otherwise leave deaf to ``timeout -s INT``).
 """
 
 from __future__ import annotations
@@ -39,13 +40,14 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 
 @contextlib.contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
-    """Run the block with SIGTERM raising ``KeyboardInterrupt`` (as SIGINT does); the previous handler is
-    restored after it."""
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    """Run the block with SIGTERM and SIGINT raising ``KeyboardInterrupt`` (SIGINT too where it was inherited
+    ignored); the previous handlers are restored after it."""
+    previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def usable_cores() -> int:

@@ -33,10 +33,11 @@ from accum.probes.io import json_text, read_json
 from accum.probes.bridge import THEORY_RESULTS, BridgeConfig, theory_result
 from accum.probes.model import ANGLE_ARMS, ARMS
 from accum.probes.presets import PRESETS, preset
-from accum.probes.sweep import (EVAL_RESULTS, SweepConfig, check_analysis, check_summary, evaluate_run, markdown_table,
-                                run_order, run_sweep)
+from accum.probes.sweep import (EVAL_RESULTS, SweepConfig, check_analysis, check_summary, evaluate_run, finished_run,
+                                markdown_table, run_order, run_sweep)
 from accum.probes.theory_stats import agreement, theory_section
 from accum.probes.train import WEIGHTS, TrainConfig, angle_spread, check_train_memory, load_data, load_trained, train
+from accum.runtime import Interrupted
 from accum.simulations.params import ParamError, check_int, integer_option
 from accum.simulations.results import ResultError, prove_writable_dirs, reserve_output
 
@@ -315,8 +316,12 @@ def run_probe_sweep(args: argparse.Namespace, device: str) -> None:
     shard = parse_shard(args.shard)
     run_order(cfg, args.order)  # a bad --order is refused before any work
     out = prove_writable_dirs({"--out": args.out})[0]
-    res = run_sweep(cfg, out, cache_dir=args.data_dir, device=device, threads=args.threads,
-                    progress=not args.no_progress, shard=shard, order=args.order)
+    try:
+        res = run_sweep(cfg, out, cache_dir=args.data_dir, device=device, threads=args.threads,
+                        progress=not args.no_progress, shard=shard, order=args.order)
+    except KeyboardInterrupt:  # every finished run is on disk already; the one in flight resumes from its checkpoint
+        kept = sum(finished_run(cfg, out, arm, seed) is not None for arm, seed in run_order(cfg, args.order))
+        raise Interrupted(f"interrupted; {kept} of {len(cfg.arms) * len(cfg.seeds)} runs kept in {out}") from None
     print(res["table_markdown"], end="")
 
 
@@ -340,11 +345,7 @@ def load_sweep(path: Path) -> tuple[dict, SweepConfig]:
         raise ParamError(f"--sweep {path}: no such file (a sweep.json from `accum probe sweep`)")
     try:
         sweep = read_json(path)
-        cfg = sweep["config"]
-        config = SweepConfig(train=TrainConfig.from_dict(cfg["train"]),
-                             eval=EvalConfig(**{**cfg["eval"], "multipliers": tuple(cfg["eval"]["multipliers"])}),
-                             arms=tuple(cfg["arms"]), seeds=tuple(cfg["seeds"]), looks=tuple(cfg.get("looks", ())),
-                             alpha=cfg.get("alpha", 0.05))
+        config = SweepConfig.from_dict(sweep["config"])
         absent = [key for key in ("runs", "missing", "verdicts") if key not in sweep]
         if absent:
             raise KeyError(", ".join(absent))

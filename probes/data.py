@@ -308,6 +308,12 @@ def encode_ids(tok: Tokenizer, text: str) -> torch.Tensor:
     return torch.tensor(ids, dtype=torch.int64)
 
 
+def bpe_cache_base(cache_dir: Path, train_text_sha256: str, vocab: int) -> Path:
+    """``cache_dir/bpe/<sha256(train text)[:16]>-<vocab>``: the cache entry's path less its suffix (.json for
+    the tokenizer, .npz for the ids)."""
+    return Path(cache_dir) / "bpe" / f"{train_text_sha256[:16]}-{vocab}"
+
+
 def bpe_data(text: str, val_fraction: float, vocab: int, cache_dir: Path) -> BpeData:
     """Split ``text`` by characters as ``char_data`` does, train BPE on the training part, encode both parts.
 
@@ -319,7 +325,7 @@ def bpe_data(text: str, val_fraction: float, vocab: int, cache_dir: Path) -> Bpe
     n_val = max(1, int(round(val_fraction * len(text))))
     train_text, val_text = text[:-n_val], text[-n_val:]
     text_sha = hashlib.sha256(train_text.encode()).hexdigest()
-    base = Path(cache_dir) / "bpe" / f"{text_sha[:16]}-{vocab}"
+    base = bpe_cache_base(cache_dir, text_sha, vocab)
     json_path, ids_path = base.with_suffix(".json"), base.with_suffix(".npz")
     tok_json = json_path.read_text() if json_path.exists() else None
     if tok_json is None:

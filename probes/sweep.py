@@ -104,6 +104,15 @@ class SweepConfig:
         """The (arm, seed) runs the sequential rule asks for, given the finished ``runs``."""
         return stats.needed_runs(self.verdicts(runs), list(self.arms), list(self.seeds), list(self.plan_looks))
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "SweepConfig":
+        """The inverse of ``to_dict`` (sweep.json's "config"); the analysis sizes default to 4, the looks to one look and alpha to 0.05 where absent."""
+        return cls(train=TrainConfig.from_dict(d["train"]),
+                   eval=EvalConfig(**{**d["eval"], "multipliers": tuple(d["eval"]["multipliers"])}),
+                   arms=tuple(d["arms"]), seeds=tuple(d["seeds"]),
+                   analysis_multiplier=d.get("analysis_multiplier", 4), analysis_windows=d.get("analysis_windows", 4),
+                   looks=tuple(d.get("looks", ())), alpha=d.get("alpha", 0.05))
+
 
 def check_analysis(multiplier: int, windows: int) -> None:
     """The attention analysis runs ``windows`` validation windows of ``multiplier`` * seq_len tokens:

@@ -6,7 +6,8 @@
 Times ``near_weight`` (far mass) and ``far_residual`` with angles drawn on the device
 (so2-accumulated, Gaussian law, d = 64), and the bare draw of the same angles on the same device as their
 floor; prints far tokens per second and the ratios, and writes them as JSON.  Until it has been run on a
-GPU, the README says so: no figure here comes from a GPU.
+GPU, the README says so: no figure here comes from a GPU.  Ctrl-C, SIGTERM (or ``timeout -s INT``) stops it
+with one line, exit status 130, and no JSON written.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import time
 
 import numpy as np
 import torch
+
+from accum.runtime import EXIT_INTERRUPTED, terminate_as_interrupt
 
 from . import backend_torch as bt
 from . import estimators as est
@@ -89,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
             check_int(name, getattr(args, name[2:]), 1)
         if args.dim % 2 or args.samples < 2:
             raise ParamError(f"--dim must be even and --samples >= 2, got {args.dim} and {args.samples}")
-        with reserve_output(args.json, "--json") if args.json else contextlib.nullcontext() as saved:
+        output = reserve_output(args.json, "--json") if args.json else contextlib.nullcontext()
+        with terminate_as_interrupt(), output as saved:
             out = run(args.device, args.dim, args.far, args.samples, args.chunk)
             print(json.dumps(out, indent=1))
             if saved is not None:
@@ -97,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     except ParamError as err:
         print(f"gpu_bench: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("gpu_bench: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return 0
 
 

@@ -1,5 +1,7 @@
 """Helpers shared by the test modules (import them with ``from conftest import ...``).
 
+``interrupt_when`` starts an ``accum`` command and interrupts it once its work has started (the interrupt tests).
+
 Statistical tests compare a Monte Carlo estimate with an independent prediction by one rule,
 ``simulations.stats.within_budget``: z = (measured - predicted) / sqrt(se^2 + floor^2) against the normal
 threshold for the test's false-failure ``budget`` split (Bonferroni) over the points it checks.  Each module
@@ -8,7 +10,15 @@ states its budget; the suite's total stays below 1e-3.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import numpy as np
+import pytest
 
 from accum.simulations.stats import within_budget
 
@@ -17,3 +27,35 @@ def assert_within(measured, stderr, predicted, budget: float, floor: float = 1e-
     """Fail with the z scores unless every point of ``measured`` +- ``stderr`` agrees with ``predicted``."""
     ok, z = within_budget(measured, stderr, predicted, budget, floor)
     assert ok, f"max |z| = {np.max(np.abs(z)):.2f} over {z.size} points: z = {z}"
+
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def ignore_sigint() -> None:
+    """Child set-up of a script's background job: SIGINT ignored, which Python then leaves ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def interrupt_when(argv: list[str], ready, cwd: Path, timeout: float = 60.0, sig: int = signal.SIGINT,
+                   preexec=None) -> tuple[int, str, float]:
+    """Start ``accum argv`` in its own process group (``preexec`` run in the child first), wait until ``ready()``
+    (the work has started), send ``sig`` to the group as a terminal's Ctrl-C does (pool workers included);
+    returns (exit status, stderr, seconds from the signal to the exit)."""
+    proc = subprocess.Popen([sys.executable, "-m", "accum.cli", *argv], cwd=cwd, env=ENV, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec)
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail(f"the command ended or never started its work: {proc.communicate()}")
+        time.sleep(0.05)
+    time.sleep(0.3)
+    sent = time.monotonic()
+    os.killpg(proc.pid, sig)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"still running 30 s after Ctrl-C: {proc.communicate()}")
+    return proc.returncode, err, time.monotonic() - sent

@@ -1,50 +1,21 @@
 """Issue 14, interrupts: Ctrl-C (SIGINT) or SIGTERM prints one line, exits 130, no traceback, no half-written file."""
 
-import os
 import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
+from conftest import ignore_sigint, interrupt_when
 
 from accum.cli import main
 
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-
-def interrupt_when(argv: list[str], ready, cwd: Path, timeout: float = 60.0,
-                   sig: int = signal.SIGINT) -> tuple[int, str, float]:
-    """Start ``accum argv`` in its own process group, wait until ``ready()`` (the work has started), send ``sig``
-    to the group as a terminal's Ctrl-C does (pool workers included); returns (exit status, stderr, seconds
-    from the signal to the exit)."""
-    proc = subprocess.Popen([sys.executable, "-m", "accum.cli", *argv], cwd=cwd, env=ENV, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + timeout
-    while not ready():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            os.killpg(proc.pid, signal.SIGKILL)
-            pytest.fail(f"the command ended or never started its work: {proc.communicate()}")
-        time.sleep(0.05)
-    time.sleep(0.3)
-    sent = time.monotonic()
-    os.killpg(proc.pid, sig)
-    try:
-        _, err = proc.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail(f"still running 30 s after Ctrl-C: {proc.communicate()}")
-    return proc.returncode, err, time.monotonic() - sent
-
-
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_interrupted_measure_leaves_nothing(sig, tmp_path):
+@pytest.mark.parametrize("sig, preexec", [(signal.SIGINT, None), (signal.SIGTERM, None), (signal.SIGINT, ignore_sigint)],
+                         ids=["SIGINT", "SIGTERM", "SIGINT-inherited-ignored"])
+def test_interrupted_measure_leaves_nothing(sig, preexec, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     argv = ["measure", "coherence", "--family", "householder", "--opt", "steps=64", "--opt", "samples=200000000",
             "--json", str(out / "r.json"), "--threads", "1"]
-    rc, err, seconds = interrupt_when(argv, lambda: any(p.suffix == ".tmp" for p in out.iterdir()), tmp_path, sig=sig)
+    rc, err, seconds = interrupt_when(argv, lambda: any(p.suffix == ".tmp" for p in out.iterdir()), tmp_path, sig=sig,
+                                      preexec=preexec)
     assert rc == 130 and err.strip().splitlines() == ["accum measure: interrupted"], err
     assert list(out.iterdir()) == []          # the reserved temporary file is gone, no result written
     assert seconds < 20.0                     # honoured within one estimator batch, not after the hours of 2e8 samples
@@ -75,11 +46,11 @@ def test_every_command_turns_ctrl_c_into_one_line(command, target, argv, monkeyp
 
     monkeypatch.setattr(target, interrupted)
     monkeypatch.chdir(tmp_path)
-    handler = signal.getsignal(signal.SIGTERM)
+    handlers = [signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)]
     assert main([*argv, "--json", "r.json"]) == 130
     assert capsys.readouterr().err.strip().splitlines() == [f"accum {command}: interrupted"]
     assert list(tmp_path.iterdir()) == []
-    assert signal.getsignal(signal.SIGTERM) is handler        # main's SIGTERM handler is not left behind
+    assert [signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)] == handlers  # main's handlers are not left behind
 
 
 def test_interrupted_figures_count_the_kept_measurements(monkeypatch, capsys, tmp_path):

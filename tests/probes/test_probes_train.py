@@ -245,7 +245,7 @@ def test_gpu_script_runs_the_gpu_preset_at_tiny_size_on_cpu(tmp_path):
     import sys
     from pathlib import Path
     script = Path(__file__).resolve().parents[2] / "probes" / "run_gpu.sh"
-    env = {"ACCUM": f"{sys.executable} -m accum.cli", "DEVICE": "cpu", "OUT": str(tmp_path / "gpu"), "THREADS": "1",
+    env = {"ACCUM": f"{sys.executable} -m accum.cli", "DEVICE": "cpu", "SWEEP_DIR": str(tmp_path / "gpu"), "THREADS": "1",
            "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
     tiny = ["--seq-len", "8", "--batch-size", "2", "--d-model", "8", "--n-heads", "2", "--n-layers", "1", "--steps", "2",
             "--warmup", "1", "--data-source", "stdlib", "--tokenizer", "char", "--multipliers", "1", "2",

@@ -148,3 +148,16 @@ def test_gpu_bench_script_runs_on_cpu_at_small_scale(capsys):
     assert all(np.isfinite(out[k]) and out[k] > 0 for k in ("draw_s", "near_weight_ratio", "far_residual_ratio"))
     assert gpu_bench.main(["--device", "cpu", "--dim", "5"]) == 2
     assert "--dim must be even" in capsys.readouterr().err
+
+
+def test_interrupted_gpu_bench_says_so_and_writes_nothing(monkeypatch, capsys, tmp_path):
+    """Ctrl-C (or the GPU session's time box, ``timeout -s INT``) during the benchmark: one line, exit 130, no JSON."""
+    from accum.simulations import gpu_bench
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(gpu_bench, "run", interrupted)
+    assert gpu_bench.main(["--device", "cpu", "--json", str(tmp_path / "b.json")]) == 130
+    assert capsys.readouterr().err.strip().splitlines() == ["gpu_bench: interrupted"]
+    assert list(tmp_path.iterdir()) == []
