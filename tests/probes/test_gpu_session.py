@@ -90,7 +90,7 @@ def test_dry_run_packs_every_json_of_the_benchmark_and_the_time_boxed_preset(dry
     assert "first run" in log and "nope/seed0: train" in log and "s per run (training + evaluation)" in log
     assert "sweep (" in log and "stopped by its time box (SIGINT)" in log
     assert "accum probe: interrupted" in log                  # the sweep handled the SIGINT itself
-    assert f"{len(finished)} of 9 (arm, seed) runs finished" in log   # the report after the box
+    assert f"C7 probe sweep: {len(finished)} (arm, seed) runs finished" in log   # the report after the box
 
 
 def test_returned_archive_unpacks_into_results_and_reports(dry_run, capsys):
@@ -99,7 +99,7 @@ def test_returned_archive_unpacks_into_results_and_reports(dry_run, capsys):
     assert gpu_session.main(["unpack", str(tmp / "out" / "gpu_session.tar.gz"), "--dest", str(dest)]) == 0
     out = capsys.readouterr().out
     assert (dest / "sweep.json").is_file() and (dest / "nope" / "seed0" / "eval.json").is_file()
-    assert "runs finished; complete: false" in out and "| claim | metric |" in out
+    assert "more asked for by the stopping rule; complete: false" in out and "| claim | metric |" in out
     assert main_report(dest / "sweep.json") == 0
 
 
