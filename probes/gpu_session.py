@@ -39,7 +39,7 @@ DEFAULT_DEST = Path("probes/results/gpu")
 STAMP = r"\d{8}T\d{6}Z"
 #: the files a session's archive may hold (its results folder, which is also the sweep's --out)
 ARCHIVE_MEMBER = re.compile(rf"^(sweep\.json|sweep\.md|session-{STAMP}\.log|env-{STAMP}\.json|gpu_bench-{STAMP}\.json"
-                            r"|[a-z_]+/seed\d+/(train|eval)\.json)$")
+                            r"|[a-z_]+/seed\d+/(train|eval|theory)\.json)$")
 MAX_MEMBER_BYTES = 64 * 2**20
 BENCH_NUMBERS = ("dim", "far_tokens", "draw_s", "near_weight_s", "far_residual_s", "near_weight_tokens_per_s",
                  "far_residual_tokens_per_s")
@@ -189,7 +189,7 @@ def check_results(folder: Path, names: list[str]) -> list[str]:
         if run_dirs:
             raise ResultError(f"run files ({run_dirs[0]}, ...) without a sweep.json")
         return ["no sweep.json: the sweep did not start (see the session log)"]
-    sweep = load_sweep(folder / "sweep.json")
+    sweep, _ = load_sweep(folder / "sweep.json")
     cfg = SweepConfig.from_dict(sweep["config"])
     for arm, by_seed in sweep["runs"].items():
         for seed, listed in by_seed.items():
@@ -303,7 +303,7 @@ def run_unpack(args: argparse.Namespace) -> int:
     for note in notes:
         print(f"note: {note}")
     if "sweep.json" in names:
-        print(report_text(load_sweep(args.dest / "sweep.json")), end="")
+        print(report_text(*load_sweep(args.dest / "sweep.json")), end="")
     return 0
 
 
