@@ -1,6 +1,5 @@
 """The sequential stopping rule of the probe sweep, the angle-table learning rate and the table tests."""
 
-import json
 from dataclasses import replace
 
 import numpy as np
@@ -11,18 +10,13 @@ from scipy import stats as sps
 from accum.cli import main
 from accum.probes import stats as S
 from accum.probes import tables as T
-from accum.probes.data import char_data
 from accum.probes.sweep import SweepConfig, missing_runs, run_sweep
 from accum.probes.train import TrainConfig, build_model, make_optimizer, train
 from accum.simulations.params import ParamError
+from test_probes_train import DATA, TINY
 
 torch.set_num_threads(1)
 
-TEXT = ("Shall I compare thee to a summer's day?\nThou art more lovely and more temperate:\n"
-        "Rough winds do shake the darling buds of May,\nAnd summer's lease hath all too short a date.\n") * 60
-DATA = char_data(TEXT, 0.2)
-TINY = dict(seq_len=16, batch_size=8, d_model=32, n_heads=2, n_layers=2, warmup=5, lr=3e-3, log_every=1,
-            checkpoint_every=4, data_source="stdlib", tokenizer="char")
 BEATS = S.claim_definitions(["rope", "random"])[0]
 
 
