@@ -100,7 +100,8 @@ QUICK = Preset(coherence_samples=40_000, steps=64, theory_samples=20_000, window
                far_samples=192, alibi_sizes=(10, 100, 1000), alibi_samples=6000, short_far_sizes=(10, 100, 1000),
                engines_far_size=600, engines_samples=64, adversarial_sizes=(10, 100, 1000), adversarial_iterations=150,
                residual_sizes=(10, 100, 1000), residual_samples=5000, se_replicates=40, fast_path_length=37,
-               family_factors=(("coherence", "haar", 0.25),))
+               family_factors=(("coherence", "haar", 0.25), ("far-mass", "householder", 1.6),
+                               ("far-mass", "householder-token", 4.0), ("far-mass", "givens", 9.0)))
 
 PRESETS = {
     "quick": QUICK,
@@ -212,7 +213,8 @@ def family_checks(f: Family, p: Preset, claims: set[str], key: str | None = None
                                                    "sequences": p.samples("scores-far-variance", key, p.scores_sequences),
                                                    "theory_samples": ts}))
     if "C5" in claims:
-        jobs.append(Check("far-mass", f, {"far_sizes": p.short_far_sizes, "s0": S0, "samples": p.far_samples}))
+        jobs.append(Check("far-mass", f, {"far_sizes": p.short_far_sizes, "s0": S0, "theory_samples": ts,
+                                          "samples": p.samples("far-mass", key, p.far_samples)}))
         jobs.append(Check("far-mass-engines", f, {"far_size": p.engines_far_size, "s0": S0, "samples": p.engines_samples}))
     if "C6" in claims:
         jobs.append(Check("values", f, {"far_sizes": p.residual_sizes, "theory_samples": ts,
