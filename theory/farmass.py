@@ -29,8 +29,8 @@ the families that ``theory.so2`` and ``theory.far`` leave without one (C5).  Rec
        exp(s0 q^T P_Delta k) = sum_{j in Z^{d/2}} prod_b I_{j_b}(x_b) e^{i j_b a_b}  exp(i j . Theta(Delta)),
    and the planes share the tokens, so E exp(i j . Theta(Delta)) = pi^T D_j (P D_j)^{Delta-1} 1 with
    D_j = diag_x exp(i sum_b j_b table[x, b]) (``so2.chain_characteristic``).  Summed over Delta = 1..N in closed form
-   through the eigenvalues of P D_j.  Modes j are kept while prod_b I_{j_b}(x_b)/I_0(x_b) >= ``MODE_WEIGHT``; the
-   neglected weight is exact (sum over all j is prod_b e^{x_b}/I_0(x_b)) and bounds the error of every lag's term by
+   as a geometric series of the matrix P D_j (``chain_sums``).  Modes j are kept while prod_b I_{j_b}(x_b)/I_0(x_b)
+   >= ``MODE_WEIGHT``; the neglected weight is exact (sum over all j is prod_b e^{x_b}/I_0(x_b)) and bounds the error of every lag's term by
    that fraction of e^{-s0} prod_b I_0(x_b).
 
 3. Orthogonal steps whose walk on the sphere mixes (Givens, Householder reflections on a token table, Lie walk):
@@ -168,19 +168,38 @@ def token_modes(x: np.ndarray, least: float = MODE_WEIGHT) -> tuple[np.ndarray, 
     return modes, weights, max(total - float(weights.sum()), 0.0)
 
 
+#: modes of the token-law expansion summed at once (each holds a V x V transfer matrix and its powers)
+MODE_BATCH = 20_000
+
+
 def chain_sums(pi: np.ndarray, p: np.ndarray, phases: np.ndarray, sizes: np.ndarray, slope: float) -> np.ndarray:
-    """sum_{Delta=1}^N e^{-slope Delta} pi^T D (P D)^{Delta-1} 1, D = diag e^{i phases}, for each row of phases
-    (n, V) and each N: (n, len).  Eigenvalues of P D: pi^T D V diag(sum_Delta lambda^{Delta-1} e^{-slope Delta}) V^-1 1."""
-    e = np.exp(1j * phases)
-    mats = p[None, :, :] * e[:, None, :]
-    lam, vec = np.linalg.eig(mats)
-    right = np.linalg.solve(vec, np.ones(mats.shape[:2], dtype=complex)[..., None])[..., 0]
-    left = np.einsum("nv,nvk->nk", pi[None, :] * e, vec)
-    zero = (np.abs(lam) == 0)[..., None]
-    # lambda = 0 contributes only at Delta = 1: e^{-slope}
-    per = np.where(zero, math.exp(-slope), geometric_sums(lam * math.exp(-slope), sizes)
-                   / np.where(zero, 1.0, lam[..., None]))
-    return np.einsum("nk,nkm,nk->nm", left, per, right)
+    """sum_{Delta=1}^N c^Delta pi^T D (P D)^{Delta-1} 1, c = e^{-slope}, D = diag e^{i phases}, for each row of
+    phases (n, V) and each N: (n, len).
+
+    With M = c P D the sum is the geometric series c (pi D)^T (I - M)^{-1} (I - M^N) 1; M^N 1 by repeated squaring
+    (no eigendecomposition: P D can be defective, e.g. the rank-one P = 1 pi^T of an i.i.d. source).  I - M is
+    singular only when c = 1 and D = I (M = P stochastic); those rows are sum_{Delta<=N} 1 = N.  |M|_inf <= 1, so
+    the powers cannot overflow."""
+    c = math.exp(-slope)
+    sizes = np.asarray(sizes, dtype=np.int64)
+    out = np.empty((phases.shape[0], sizes.size), dtype=complex)
+    eye = np.eye(p.shape[0])
+    for start in range(0, phases.shape[0], MODE_BATCH):
+        e = np.exp(1j * phases[start:start + MODE_BATCH])
+        mats = c * p[None, :, :] * e[:, None, :]
+        powered = np.ones(mats.shape[:2] + (sizes.size,), dtype=complex)  # M^N 1, one column per N
+        square = mats  # M^(2^bit)
+        for bit in range(int(sizes.max()).bit_length()):
+            if bit:
+                square = square @ square
+            on = ((sizes >> bit) & 1).astype(bool)
+            powered[..., on] = square @ powered[..., on]
+        trivial = (c == 1.0) & np.all(np.abs(e - 1.0) < 1e-12, axis=1)
+        system = np.where(trivial[:, None, None], eye, eye - mats)
+        solved = np.linalg.solve(system, 1.0 - powered)
+        block = c * np.einsum("nv,nvm->nm", pi[None, :] * e, solved)
+        out[start:start + MODE_BATCH] = np.where(trivial[:, None], sizes[None, :].astype(float), block)
+    return out
 
 
 def token_far_mass(family: Any, far_sizes: Any, s0: float, q: Any = None, k: Any = None, slope: float = 0.0,
