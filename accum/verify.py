@@ -372,13 +372,15 @@ def run_report(preset_name: str, seed: int, budget: float, progress: bool = True
 # --- formatting ------------------------------------------------------------------------------------------
 
 COLUMNS = (("claim", 6, "<"), ("family", 44, "<"), ("check", 62, "<"), ("kind", 11, "<"), ("predicted", 11, ">"),
-           ("measured", 11, ">"), ("se", 9, ">"), ("z", 8, ">"), ("k", 6, ">"), ("ref", 7, "<"), ("mde", 7, ">"),
+           ("measured", 11, ">"), ("se", 9, ">"), ("z", 8, ">"), ("k", 6, ">"), ("ref", 7, "<"), ("mde", 8, ">"),
            ("verdict", 7, "<"))
 
 
 def _cells(r: dict) -> list[str]:
     ref = r["reference"] + (f"{r['dof']:.0f}" if r["reference"] == "t" else "")
     mde = "" if r["mde"] is None else f"{100 * r['mde']:.2g}%"
+    if r["mde_absolute"] is not None:  # a prediction of 0: the smallest departure from 0 detected
+        mde = f"±{r['mde_absolute']:.2g}"
     z, k = (f"{r['z']:.3g}", f"{r['k']:.2f}") if r["counts_as_evidence"] else ("", "")  # sanity rows: a tolerance
     return [r["claim"], r["family"], r["what"], r["kind"], f"{r['predicted']:.4g}", f"{r['measured']:.4g}",
             f"{r['stderr']:.2g}", z, k, ref, mde, "PASS" if r["passed"] else "FAIL"]
