@@ -35,6 +35,7 @@ from accum.simulations.results import (ResultError, atomic_write_json, check_out
 from accum.simulations.sweep import (check_scheduler, check_workers, code_identity, config_words, connect,
                                     default_workers, digest, map_outcomes)
 
+from . import adversarial  # noqa: F401  (registers the adversarial Householder and orthogonal checks)
 from .claims import CHECKS, deterministic, label
 from .verdict import EVIDENCE, Measurement, Row, binomial_interval, binomial_tail, judge
 
@@ -100,7 +101,7 @@ QUICK = Preset(coherence_samples=40_000, steps=64, theory_samples=20_000, window
                far_samples=192, alibi_sizes=(10, 100, 1000), alibi_samples=6000, short_far_sizes=(10, 100, 1000),
                engines_far_size=600, engines_samples=64, adversarial_sizes=(10, 100, 1000), adversarial_iterations=150,
                residual_sizes=(10, 100, 1000), residual_samples=5000, se_replicates=40, fast_path_length=37,
-               family_factors=(("coherence", "haar", 0.25), ("far-mass", "householder", 1.6),
+               family_factors=(("coherence", "haar", 0.25), ("far-mass", "householder", 2.5),
                                ("far-mass", "householder-token", 4.0), ("far-mass", "givens", 9.0)))
 
 PRESETS = {
@@ -245,6 +246,9 @@ def plan(preset: Preset) -> list[Check]:
                                      "samples": 2 if deterministic(f) else p.alibi_samples}))
     jobs.append(Check("adversarial-so2", fam["so2"], {"far_sizes": p.adversarial_sizes, "s0": S0,
                                                     "iterations": p.adversarial_iterations, "starts": 2}))
+    for check, f in (("adversarial-householder", fam["householder"]), ("adversarial-orthogonal", fam["haar"])):
+        jobs.append(Check(check, f, {"far_sizes": p.adversarial_sizes, "s0": S0, "iterations": p.adversarial_iterations,
+                                     "starts": 2}))
     for estimator, f in (("coherence", fam["so2"]), ("window", fam["so2"]), ("score-gap", fam["householder"]),
                          ("near-weight", fam["so2"]), ("far-residual", fam["so2"])):
         jobs.append(Check("stderr", f, {"estimator": estimator, "replicates": p.se_replicates,
@@ -271,14 +275,14 @@ def run_job(item: tuple[int, Check, int]) -> tuple[list[Measurement], float]:
 
 
 def verify_modules() -> tuple[str, ...]:
-    """The modules a check's numbers depend on: ``accum.claims`` and every module of the engine and the theory
-    (their sources fingerprint a cached check, ``sweep.code_identity``)."""
+    """The modules a check's numbers depend on: ``accum.claims``, ``accum.adversarial`` and every module of the
+    engine and the theory (their sources fingerprint a cached check, ``sweep.code_identity``)."""
     import accum.simulations
     import accum.theory
 
     names = [f"{pkg.__name__}.{m.name}" for pkg in (accum.simulations, accum.theory)
              for m in pkgutil.iter_modules(pkg.__path__)]
-    return ("accum.claims", *sorted(names))
+    return ("accum.claims", "accum.adversarial", *sorted(names))
 
 
 ARRAY_FIELDS = ("measured", "stderr", "predicted", "pred_stderr")
