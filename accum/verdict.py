@@ -19,7 +19,9 @@ prediction is itself estimated (moment operators of a user family), prediction s
   ``accum verify --calibrate`` measures).
 * mde: the smallest relative error of the prediction the row would detect at its threshold,
   min_i k sqrt(se_i^2 + pse_i^2) / |p_i| over the points (the best-resolved point; log rows: k times the
-  relative standard error).  A row with mde = 0.02 catches a closed form that is 2% off.
+  relative standard error).  A row with mde = 0.02 catches a closed form that is 2% off.  Points whose
+  prediction is 0 (|p_i| <= floor) have no relative error; a row whose every prediction is 0 states instead
+  mde_absolute = min_i k sqrt(se_i^2 + pse_i^2), the smallest departure from 0 it would detect.
 
 Dispersion rows check a standard error itself: R independent replicate estimates x_r with reported se_r
 (each se_r^2 ~ Var x chi^2_nu / nu) give F = s^2_between / mean_r se_r^2 ~ F(R - 1, R nu) when the reported
@@ -105,6 +107,7 @@ class Row:
     source: str
     passed: bool
     params: dict
+    mde_absolute: float | None = None
 
 
 def reference_isf(p: float, reference: str, dof: float | None) -> float:
@@ -130,12 +133,14 @@ def z_scores(m: Measurement) -> np.ndarray:
 
 def min_detectable_effect(m: Measurement, k: float) -> float | None:
     """min over points of k sqrt(se^2 + pse^2) / |p| (relative; |p| replaced by ``effect_scale`` where given;
-    log rows: k sqrt((se/x)^2 + (pse/p)^2)); None for rows that are not statistical or have no scale."""
+    log rows: k sqrt((se/x)^2 + (pse/p)^2)); points with a prediction of 0 (|p| <= floor) left out; None for
+    rows that are not statistical or have no scale."""
     if m.kind != "statistical":
         return None
     x, se, p, pse = np.broadcast_arrays(*(np.atleast_1d(np.asarray(a, dtype=float))
                                           for a in (m.measured, m.stderr, m.predicted, m.pred_stderr)))
-    scale = np.abs(p) if m.effect_scale is None else np.full_like(p, abs(m.effect_scale))
+    scale = np.where(np.abs(p) > m.floor, np.abs(p), np.nan) if m.effect_scale is None \
+        else np.full_like(p, abs(m.effect_scale))
     with np.errstate(divide="ignore", invalid="ignore"):
         if m.scale == "log":
             rel = k * np.sqrt((se / x) ** 2 + (pse / p) ** 2)
@@ -143,6 +148,18 @@ def min_detectable_effect(m: Measurement, k: float) -> float | None:
             rel = k * np.sqrt(se**2 + pse**2) / scale
     rel = rel[np.isfinite(rel)]
     return float(rel.min()) if rel.size else None
+
+
+def absolute_detectable_effect(m: Measurement, k: float) -> float | None:
+    """For a statistical linear row whose every prediction is 0 (|p| <= floor, no ``effect_scale``): the smallest
+    absolute departure from 0 it would detect, min over points of k sqrt(se^2 + pse^2); None otherwise."""
+    if m.kind != "statistical" or m.scale != "linear" or m.effect_scale is not None:
+        return None
+    se, p, pse = np.broadcast_arrays(*(np.atleast_1d(np.asarray(a, dtype=float))
+                                       for a in (m.stderr, m.predicted, m.pred_stderr)))
+    if np.any(np.abs(p) > m.floor):
+        return None
+    return float(k * np.min(np.sqrt(se**2 + pse**2)))
 
 
 def judge(m: Measurement, alpha: float) -> Row:
@@ -161,7 +178,8 @@ def judge(m: Measurement, alpha: float) -> Row:
                      for a in (m.measured, m.stderr, m.predicted, m.pred_stderr))
     return Row(m.claim, m.family, m.what, m.kind, m.counts_as_evidence, float(p[worst]), float(x[worst]),
                float(se[worst]), float(pse[worst]), float(z[worst]), k, m.reference if m.counts_as_evidence else "exact",
-               m.dof, m.scale, m.side, m.points, m.n, min_detectable_effect(m, k), m.source, ok, m.params)
+               m.dof, m.scale, m.side, m.points, m.n, min_detectable_effect(m, k), m.source, ok, m.params,
+               absolute_detectable_effect(m, k))
 
 
 def dispersion(values: np.ndarray, stderrs: np.ndarray, dof: float) -> tuple[float, float]:

@@ -35,6 +35,7 @@ from accum.simulations.results import (ResultError, atomic_write_json, check_out
 from accum.simulations.sweep import (check_scheduler, check_workers, code_identity, config_words, connect,
                                     default_workers, digest, map_outcomes)
 
+from . import adversarial  # noqa: F401  (registers the adversarial Householder and orthogonal checks)
 from .claims import CHECKS, deterministic, label
 from .verdict import EVIDENCE, Measurement, Row, binomial_interval, binomial_tail, judge
 
@@ -100,7 +101,8 @@ QUICK = Preset(coherence_samples=40_000, steps=64, theory_samples=20_000, window
                far_samples=192, alibi_sizes=(10, 100, 1000), alibi_samples=6000, short_far_sizes=(10, 100, 1000),
                engines_far_size=600, engines_samples=64, adversarial_sizes=(10, 100, 1000), adversarial_iterations=150,
                residual_sizes=(10, 100, 1000), residual_samples=5000, se_replicates=40, fast_path_length=37,
-               family_factors=(("coherence", "haar", 0.25),))
+               family_factors=(("coherence", "haar", 0.25), ("far-mass", "householder", 2.5),
+                               ("far-mass", "householder-token", 4.0), ("far-mass", "givens", 9.0)))
 
 PRESETS = {
     "quick": QUICK,
@@ -212,7 +214,8 @@ def family_checks(f: Family, p: Preset, claims: set[str], key: str | None = None
                                                    "sequences": p.samples("scores-far-variance", key, p.scores_sequences),
                                                    "theory_samples": ts}))
     if "C5" in claims:
-        jobs.append(Check("far-mass", f, {"far_sizes": p.short_far_sizes, "s0": S0, "samples": p.far_samples}))
+        jobs.append(Check("far-mass", f, {"far_sizes": p.short_far_sizes, "s0": S0, "theory_samples": ts,
+                                          "samples": p.samples("far-mass", key, p.far_samples)}))
         jobs.append(Check("far-mass-engines", f, {"far_size": p.engines_far_size, "s0": S0, "samples": p.engines_samples}))
     if "C6" in claims:
         jobs.append(Check("values", f, {"far_sizes": p.residual_sizes, "theory_samples": ts,
@@ -243,6 +246,9 @@ def plan(preset: Preset) -> list[Check]:
                                      "samples": 2 if deterministic(f) else p.alibi_samples}))
     jobs.append(Check("adversarial-so2", fam["so2"], {"far_sizes": p.adversarial_sizes, "s0": S0,
                                                     "iterations": p.adversarial_iterations, "starts": 2}))
+    for check, f in (("adversarial-householder", fam["householder"]), ("adversarial-orthogonal", fam["haar"])):
+        jobs.append(Check(check, f, {"far_sizes": p.adversarial_sizes, "s0": S0, "iterations": p.adversarial_iterations,
+                                     "starts": 2}))
     for estimator, f in (("coherence", fam["so2"]), ("window", fam["so2"]), ("score-gap", fam["householder"]),
                          ("near-weight", fam["so2"]), ("far-residual", fam["so2"])):
         jobs.append(Check("stderr", f, {"estimator": estimator, "replicates": p.se_replicates,
@@ -269,14 +275,14 @@ def run_job(item: tuple[int, Check, int]) -> tuple[list[Measurement], float]:
 
 
 def verify_modules() -> tuple[str, ...]:
-    """The modules a check's numbers depend on: ``accum.claims`` and every module of the engine and the theory
-    (their sources fingerprint a cached check, ``sweep.code_identity``)."""
+    """The modules a check's numbers depend on: ``accum.claims``, ``accum.adversarial`` and every module of the
+    engine and the theory (their sources fingerprint a cached check, ``sweep.code_identity``)."""
     import accum.simulations
     import accum.theory
 
     names = [f"{pkg.__name__}.{m.name}" for pkg in (accum.simulations, accum.theory)
              for m in pkgutil.iter_modules(pkg.__path__)]
-    return ("accum.claims", *sorted(names))
+    return ("accum.claims", "accum.adversarial", *sorted(names))
 
 
 ARRAY_FIELDS = ("measured", "stderr", "predicted", "pred_stderr")
@@ -370,13 +376,15 @@ def run_report(preset_name: str, seed: int, budget: float, progress: bool = True
 # --- formatting ------------------------------------------------------------------------------------------
 
 COLUMNS = (("claim", 6, "<"), ("family", 44, "<"), ("check", 62, "<"), ("kind", 11, "<"), ("predicted", 11, ">"),
-           ("measured", 11, ">"), ("se", 9, ">"), ("z", 8, ">"), ("k", 6, ">"), ("ref", 7, "<"), ("mde", 7, ">"),
+           ("measured", 11, ">"), ("se", 9, ">"), ("z", 8, ">"), ("k", 6, ">"), ("ref", 7, "<"), ("mde", 8, ">"),
            ("verdict", 7, "<"))
 
 
 def _cells(r: dict) -> list[str]:
     ref = r["reference"] + (f"{r['dof']:.0f}" if r["reference"] == "t" else "")
     mde = "" if r["mde"] is None else f"{100 * r['mde']:.2g}%"
+    if r["mde_absolute"] is not None:  # a prediction of 0: the smallest departure from 0 detected
+        mde = f"±{r['mde_absolute']:.2g}"
     z, k = (f"{r['z']:.3g}", f"{r['k']:.2f}") if r["counts_as_evidence"] else ("", "")  # sanity rows: a tolerance
     return [r["claim"], r["family"], r["what"], r["kind"], f"{r['predicted']:.4g}", f"{r['measured']:.4g}",
             f"{r['stderr']:.2g}", z, k, ref, mde, "PASS" if r["passed"] else "FAIL"]

@@ -631,9 +631,11 @@ def near_weight(family: Family, far_sizes: Sequence[int], s0: float, n_samples: 
     s0, alibi_slope = S0.validate(s0), ALIBI_SLOPE.validate(alibi_slope)
     d = family.dim
     q = k = unit_probe(d)
-    next_scores = _score_source(family, rng, q, k, device)
+    # dependent steps (a Markov token source) are drawn in one piece per batch, so no chunk restarts the chain
+    span = int(sizes[-1]) if not getattr(family, "iid_steps", True) else None
+    next_scores = _score_source(family, rng, q, k, device, span)
     weight, mass, log_mass = Moments(), Moments(), Moments()
-    for b in batches(n_samples, stream_floats(step_form(family), d, chunk, int(sizes[-1]))):
+    for b in batches(n_samples, stream_floats(step_form(family), d, span or chunk, int(sizes[-1]))):
         scores = next_scores(b)
         lse, done, rows = None, 0, []
         for target in sizes:
@@ -655,9 +657,11 @@ def near_weight(family: Family, far_sizes: Sequence[int], s0: float, n_samples: 
         log_far_mass=log_mass.mean, log_far_mass_stderr=log_mass.stderr(), s0=s0, alibi_slope=alibi_slope)
 
 
-def _score_source(family: Family, rng: np.random.Generator, q: np.ndarray, k: np.ndarray, device: str | None):
+def _score_source(family: Family, rng: np.random.Generator, q: np.ndarray, k: np.ndarray, device: str | None,
+                  span: int | None = None):
     """For a batch size b, a stream ``scores(n) -> (b, n)`` float64 tensor of q^T A_i ... A_{i-Delta+1} k for the
-    next n offsets Delta, each call continuing where the last one stopped.
+    next n offsets Delta, each call continuing where the last one stopped.  ``span``: steps are drawn at least
+    that many at a time and served in slices (one path of dependent steps, not restarted at each call).
 
     Generic steps: the query is pulled back, x_Delta = A^T ... A^T q (``transposed().transport``), carried
     across calls, scores k . x_Delta.  Block-SO(2) steps (``AngleSteps``, or angles drawn on ``device``): the
@@ -673,9 +677,18 @@ def _score_source(family: Family, rng: np.random.Generator, q: np.ndarray, k: np
     coef_abs, coef_arg = bt.probe_coefficients(q, k, dev) if family.dim % 2 == 0 else (None, None)  # SO(2): d even
 
     def for_batch(b: int):
-        state = {"x": None, "theta": torch.zeros((b, family.dim // 2), dtype=torch.float64, device=dev)}
+        state = {"x": None, "theta": torch.zeros((b, family.dim // 2), dtype=torch.float64, device=dev),
+                 "left": None}
 
         def scores(n: int) -> torch.Tensor:
+            if span is None:
+                return drawn(n)
+            if state["left"] is None or state["left"].shape[1] < n:
+                state["left"] = drawn(max(n, span))
+            out, state["left"] = state["left"][:, :n], state["left"][:, n:]
+            return out
+
+        def drawn(n: int) -> torch.Tensor:
             if draw is not None:
                 theta = draw(n, b)
             else:

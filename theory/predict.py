@@ -43,7 +43,7 @@ from accum.simulations.families import Givens, Haar, Householder, LieWalk, NoPE,
 from accum.simulations.estimators import ALIBI_SLOPE, MAX_STEPS, S0, check_family
 from accum.simulations.params import ParamError, ParamSpec, check_bool
 
-from . import far, groups, householder, moments, so2, values, window
+from . import far, farmass, groups, householder, moments, so2, values, window
 from ._common import NoClosedForm, as_sizes, probes
 
 class ClosedForms:
@@ -124,6 +124,8 @@ class SO2Forms(ModuleForms):
         return self.family.dim * so2.far_second_moment(self.family, offset, q, k)
 
     def far_mass(self, far_sizes, s0, slope=0.0, q=None, k=None):
+        if isinstance(self.family, SO2Accumulated) and so2.token_law(self.family) is not None:
+            return farmass.token_far_mass(self.family, far_sizes, s0, q, k, slope)
         return so2.far_mass(self.family, as_sizes(far_sizes), s0, q, k, slope)
 
     def far_residual(self, far_sizes, value_rotation=True, m=None):
@@ -157,6 +159,11 @@ class HouseholderForms(ModuleForms):
     def far_variance(self, offset, q=None, k=None):
         q, k = probes(self.family.dim, q, k)
         return self.family.dim * householder.family_far_second_moment(self.family, offset, q, k)
+
+    def far_mass(self, far_sizes, s0, slope=0.0, q=None, k=None):
+        if self.family.w == "token" or self.family.dim < 3:
+            raise self.missing("the far mass of token directions or d < 3")
+        return farmass.householder_far_mass(self.family, far_sizes, s0, q, k, slope)
 
     def far_residual(self, far_sizes, value_rotation=True, m=None):
         if self.family.w == "token":
@@ -369,6 +376,14 @@ def prediction(quantity: str, family: Any, *, rng: np.random.Generator | None = 
         reason = str(err)
     else:
         return Prediction(_plain(value), _plain(np.zeros_like(np.asarray(value, dtype=float))), "closed form")
+    if quantity == "far-mass" and farmass.mixing_estimable(family):
+        if rng is None:
+            raise ParamError("rng: required to estimate the far mass's transient (no closed form: " + reason + ")")
+        count = moments.check_samples(moments.DEFAULT_SAMPLES if samples is None else samples, 1)
+        value, se, n = farmass.mixing_far_mass(family, options["far_sizes"], options["s0"], rng, count,
+                                               options.get("q"), options.get("k"), options.get("slope", 0.0))
+        return Prediction(_plain(value), _plain(se), f"estimated: closed stationary part + transient from {n} paths",
+                          n, n - 1)
     if quantity not in moments.GENERIC:
         raise moments.no_generic_form(quantity)
     fn = functools.partial(moments.GENERIC[quantity], **options)

@@ -5,6 +5,7 @@ The defects planted in the real code are in test_planted.py; this report at seed
 """
 
 import json
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -18,7 +19,8 @@ from accum.verdict import (Measurement, binomial_interval, binomial_tail, disper
 
 BUDGET = 0.01
 CONTRACT = ("claim", "family", "kind", "counts_as_evidence", "predicted", "measured", "stderr", "z", "k",
-            "reference", "dof", "mde", "passed")
+            "reference", "dof", "mde", "mde_absolute", "passed")
+COLUMN = {c[0]: i for i, c in enumerate(v.COLUMNS)}
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +54,9 @@ def test_rows_follow_the_json_contract(quick_report):
         assert r["reference"] in ("normal", "t", "exact")
         assert (r["dof"] is not None) == (r["reference"] == "t")
         if r["kind"] == "statistical" and r["mde"] is not None:
-            assert 0 < r["mde"] < 1
+            assert 0 < r["mde"] < 1 and r["mde_absolute"] is None
+        if r["mde_absolute"] is not None:  # a statistical row held to a prediction of 0
+            assert r["kind"] == "statistical" and abs(r["predicted"]) <= 1e-9 and r["mde_absolute"] > 0
     assert report["evidence_rows"] == sum(r["counts_as_evidence"] for r in report["rows"])
 
 
@@ -172,6 +176,19 @@ def test_log_scale_z_and_detectable_effect():
     k = threshold(m(1.0), 0.01)
     assert min_detectable_effect(m([2.0, 4.0], [10.0, 10.0], [0.1, 0.05]), k) == pytest.approx(k * 0.05 / 10)
     assert min_detectable_effect(m(0.1, 0.0, 0.01, effect_scale=5.0), k) == pytest.approx(k * 0.01 / 5.0)
+
+
+def test_a_prediction_of_0_states_an_absolute_detectable_effect():
+    """Where every prediction is 0 (within the floor) a relative error means nothing: mde is None and
+    mde_absolute = k min se; a row with some nonzero prediction keeps the relative mde over its nonzero points."""
+    k = threshold(m([0.0, 0.0]), 0.01)
+    zero = judge(m([0.003, -0.001], [0.0, 1e-17], [0.002, 0.001]), 0.01)
+    assert zero.mde is None and zero.mde_absolute == pytest.approx(zero.k * 0.001)
+    mixed = judge(m([0.003, 2.1], [0.0, 2.0], [0.002, 0.01]), 0.01)
+    assert mixed.mde_absolute is None and mixed.mde == pytest.approx(k * 0.01 / 2.0)
+    assert judge(m(0.1, 0.0, 0.01, effect_scale=5.0), 0.01).mde_absolute is None
+    cells = v._cells({**asdict(zero)})
+    assert cells[COLUMN["mde"]] == f"±{zero.mde_absolute:.2g}"
 
 
 def test_dispersion_test_holds_its_level_and_catches_wrong_errors():

@@ -1,0 +1,92 @@
+"""theory.farmass: the new far-mass predictions against exact one-lag values and an independent route."""
+
+import numpy as np
+import pytest
+import scipy.special as sp
+
+from accum.simulations.families import make_family
+from accum.theory import farmass, so2
+
+
+@pytest.mark.parametrize("beta", [2.0, 1.0, 0.5])
+def test_householder_one_lag_is_the_exact_integral(beta):
+    """Delta = 1, q = k: s = s0 (1 - beta c^2) with c^2 ~ Beta(1/2, (d-1)/2), so E e^{s - s0} = 1F1(1/2; d/2; -beta s0)."""
+    f = make_family("householder", dim=16, beta=beta)
+    assert farmass.householder_far_mass(f, [1], 4.0)[0] == pytest.approx(sp.hyp1f1(0.5, 8.0, -beta * 4.0), rel=1e-10)
+
+
+def test_householder_two_lags_by_quadrature():
+    """Delta = 2 by direct two-step quadrature over (c_1, c_2, the angle between the steps' planes) vs the series."""
+    d, beta, s0 = 5, 1.3, 3.0
+    f = make_family("householder", dim=d, beta=beta)
+    rng = np.random.default_rng(0)
+    g = rng.normal(size=(400_000, 2, d))
+    w = g / np.linalg.norm(g, axis=2, keepdims=True)
+    k = np.full(d, 1 / np.sqrt(d))
+    x = k - beta * (w[:, 0] @ k)[:, None] * w[:, 0]
+    x = x - beta * np.einsum("bd,bd->b", w[:, 1], x)[:, None] * w[:, 1]
+    vals = np.exp(s0 * x @ k - s0)
+    exact = np.diff(farmass.householder_far_mass(f, [1, 2], s0))[0]
+    assert abs(vals.mean() - exact) < 4 * vals.std() / np.sqrt(vals.size)
+
+
+def test_reflections_tend_to_the_haar_value():
+    f = make_family("householder", dim=16, beta=2.0)
+    m = farmass.householder_far_mass(f, [2000, 3000], 4.0)
+    assert m[1] - m[0] == pytest.approx(1000 * np.exp(-4.0) * sp.hyp0f1(8.0, 4.0), rel=1e-9)
+
+
+def test_contractions_tend_to_uniform_weight():
+    f = make_family("householder", dim=16, beta=1.0)
+    m = farmass.householder_far_mass(f, [3000, 4000], 4.0)
+    assert m[1] - m[0] == pytest.approx(1000 * np.exp(-4.0), rel=1e-9)
+
+
+def test_token_law_matches_path_enumeration():
+    """Delta = 1, 2, 3 by summing over every token path with its chain probability."""
+    f = make_family("so2-accumulated", dim=16, law="token", source="markov", stay=0.7)
+    tokens = so2.token_law(f)
+    pi, p = tokens.chain()
+    table = tokens.table(16)
+    c = np.full(8, 1 / 8)
+
+    def mass(theta):
+        return np.exp(4.0 * (np.cos(theta) @ c) - 4.0)
+
+    v = len(pi)
+    f1 = sum(pi[a] * mass(table[a]) for a in range(v))
+    f2 = sum(pi[a] * p[a, b] * mass(table[a] + table[b]) for a in range(v) for b in range(v))
+    f3 = sum(pi[a] * p[a, b] * p[b, e] * mass(table[a] + table[b] + table[e])
+             for a in range(v) for b in range(v) for e in range(v))
+    got = farmass.token_far_mass(f, [1, 2, 3], 4.0, least=1e-6)
+    # each lag's truncation error is at most the neglected Bessel weight times e^{-s0} prod_b I_0(x_b) (module
+    # docstring); the sum over N lags at most N times that
+    x = 4.0 * np.abs(c)
+    _, _, neglected = farmass.token_modes(x, 1e-6)
+    per_lag = neglected * np.exp(np.sum(np.log(sp.i0(x))) - 4.0)
+    exact = np.cumsum([f1, f2, f3])
+    assert np.all(np.abs(got - exact) <= per_lag * np.array([1, 2, 3]))
+    np.testing.assert_allclose(got, exact, rtol=3e-4)  # in practice far inside the bound (MODE_WEIGHT's comment)
+
+
+def test_mixing_estimate_agrees_with_the_closed_form_on_reflections():
+    f = make_family("householder", dim=16, beta=2.0)
+    value, se, n = farmass.mixing_far_mass(f, [10, 1000], 4.0, np.random.default_rng(3), 3000)
+    exact = farmass.householder_far_mass(f, [10, 1000], 4.0)
+    assert n == 3000 and np.all(np.abs(value - exact) < 4.5 * se)
+
+
+@pytest.mark.parametrize("stay", [0.6, 0.0], ids=["markov", "iid-rank-one"])
+@pytest.mark.parametrize("slope", [0.0, 0.03])
+def test_chain_sums_match_the_forward_recursion(stay, slope):
+    """Against ``so2.chain_characteristic`` (forward recursion), on a Markov chain and on the rank-one P = 1 pi^T of
+    an i.i.d. source (a defective P D: an eigendecomposition fails there), with a D = I row (I - P singular)."""
+    rng = np.random.default_rng(1)
+    pi = rng.dirichlet(np.ones(5))
+    p = stay * np.eye(5) + (1 - stay) * np.tile(pi, (5, 1))
+    phases = np.concatenate([rng.normal(size=(4, 5)), np.zeros((1, 5))])
+    sizes = np.array([1, 4, 9, 13])
+    got = farmass.chain_sums(pi, p, phases, sizes, slope)
+    decay = np.exp(-slope * np.arange(1, 14))
+    want = np.cumsum(so2.chain_characteristic(pi, p, phases, 13)[:, 1:] * decay, axis=1)[:, sizes - 1]
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
