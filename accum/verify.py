@@ -353,9 +353,13 @@ def judge_all(measurements: Sequence[Measurement], budget: float, n_evidence: in
 
 
 def report(jobs: Sequence[Check], claims: Sequence[str], preset: str, seed: int, budget: float,
-           progress: bool = True, workers: int = 1, client: Any = None, cache: Path | None = None) -> dict:
-    """Run ``jobs`` (``run_plan``) and judge them; the whole report as a dict (the JSON contract's ``result``)."""
-    n_evidence = evidence_rows(jobs)
+           progress: bool = True, workers: int = 1, client: Any = None, cache: Path | None = None,
+           n_evidence: int | None = None) -> dict:
+    """Run ``jobs`` (``run_plan``) and judge them; the whole report as a dict (the JSON contract's ``result``).
+
+    Each evidence row gets budget / R, R = ``n_evidence`` (default: the evidence rows of ``jobs``; a part of a plan
+    passes the whole plan's R, so its rows are judged exactly as in the whole report)."""
+    n_evidence = evidence_rows(jobs) if n_evidence is None else n_evidence
     measurements, timings = run_plan(jobs, seed, progress, workers, client, cache)
     rows = judge_all(measurements, budget, n_evidence)
     verdicts = claim_verdicts(rows, claims)
@@ -452,10 +456,19 @@ def format_markdown(report_: dict) -> str:
 # --- calibration -----------------------------------------------------------------------------------------
 
 
-def _report_outcome(args: tuple[str, int, float]) -> dict:
-    """One calibration run: the report at ``seed``, reduced to pass/fail per row (picklable, for the pool)."""
-    preset, seed, budget = args
-    r = run_report(preset, seed, budget, progress=False)
+def plan_part(preset: str, only: Sequence[str] | None) -> tuple[list[Check], int]:
+    """The checks of the default plan named in ``only`` (check names such as ``far-mass``; None: every check) and
+    the whole plan's evidence rows R, at which each of their rows is judged."""
+    jobs = plan(PRESETS[preset])
+    return ([j for j in jobs if only is None or j.check in only], evidence_rows(jobs))
+
+
+def _report_outcome(args: tuple[str, int, float, tuple[str, ...] | None]) -> dict:
+    """One calibration run: the report at ``seed`` (or its checks in ``only``, judged at the whole plan's R),
+    reduced to pass/fail per row (picklable, for the pool)."""
+    preset, seed, budget, only = args
+    jobs, n_evidence = plan_part(preset, only)
+    r = report(jobs, list(CLAIMS), preset, seed, budget, progress=False, n_evidence=n_evidence)
     return {"seed": seed, "passed": r["passed"], "rows": [(x["claim"], x["family"], x["what"], x["passed"],
                                                            x["counts_as_evidence"]) for x in r["rows"]]}
 
@@ -466,9 +479,10 @@ def calibration_modules() -> tuple[str, ...]:
     return (*verify_modules(), "accum.verify", "accum.verdict")
 
 
-def calibration_key(preset: str, seed: int, budget: float, code: dict) -> dict:
-    """What a saved calibration report is reused for: the same preset, seed, budget and code version."""
-    return {"calibration-report": preset, "seed": seed, "budget": budget, "code": code}
+def calibration_key(preset: str, seed: int, budget: float, code: dict, only: Sequence[str] | None = None) -> dict:
+    """What a saved calibration report is reused for: the same preset, seed, budget, checks and code version."""
+    key = {"calibration-report": preset, "seed": seed, "budget": budget, "code": code}
+    return key if only is None else {**key, "only": sorted(only)}
 
 
 def load_report_outcome(cache: Path, key: dict) -> dict | None:
@@ -481,51 +495,58 @@ def load_report_outcome(cache: Path, key: dict) -> dict | None:
 
 
 def calibrate(preset: str, runs: int, seed: int, budget: float, workers: int, client: Any, progress: bool,
-              cache: Path | None = None) -> dict:
+              cache: Path | None = None, only: Sequence[str] | None = None) -> dict:
     """The report at seeds seed + 1 .. seed + runs: its false-failure rate with a 95% Clopper-Pearson interval,
     and each evidence row's failures against its share runs * budget / R.
 
-    With ``cache`` each finished report's outcome is saved there as it arrives (keyed by preset, seed, budget
-    and code version), so an interrupted calibration resumes and a longer one reuses a shorter one's reports."""
+    ``only`` (check names) calibrates that part of the report: its rows judged at the whole plan's R, so their
+    failure rate is their share of the report's (for rows that changed since a calibration of the whole report;
+    each check runs on its own stream, so the others' rows are untouched).  With ``cache`` each finished report's
+    outcome is saved there as it arrives (keyed by preset, seed, budget, checks and code version), so an
+    interrupted calibration resumes and a longer one reuses a shorter one's reports."""
+    only = None if only is None else tuple(sorted(set(only)))
     code = code_identity(calibration_modules()) if cache is not None else {}
     done = {}
     if cache is not None:
         for i in range(runs):
-            found = load_report_outcome(cache, calibration_key(preset, seed + 1 + i, budget, code))
+            found = load_report_outcome(cache, calibration_key(preset, seed + 1 + i, budget, code, only))
             if found is not None:
                 done[seed + 1 + i] = found
-    items = [(preset, seed + 1 + i, budget) for i in range(runs) if seed + 1 + i not in done]
+    items = [(preset, seed + 1 + i, budget, only) for i in range(runs) if seed + 1 + i not in done]
     outcomes = list(done.values())
     with tqdm(total=runs, initial=len(done), desc="accum verify --calibrate", unit="report", disable=None if progress else True) as bar:
-        for (_, s, _), outcome in map_outcomes(_report_outcome, items, workers, client):
+        for (_, s, _, _), outcome in map_outcomes(_report_outcome, items, workers, client):
             if isinstance(outcome, Exception):
                 raise outcome
             if cache is not None:
-                key = calibration_key(preset, s, budget, code)
+                key = calibration_key(preset, s, budget, code, only)
                 atomic_write_json(cache / f"{digest(key)}.json",
                                   make_record("verify-calibration-report", key, outcome, s, {}))
             outcomes.append(outcome)
             bar.update()
-    return summarize_calibration(outcomes, preset, seed + 1, budget)
+    return {**summarize_calibration(outcomes, preset, seed + 1, budget, plan_part(preset, only)[1]),
+            "checks": "all" if only is None else list(only)}
 
 
 #: a row "fails more than 3x its share" (issue 12's target) when its count is significant against 3x its share
 SHARE_MULTIPLE, SHARE_LEVEL = 3.0, 0.05
 
 
-def summarize_calibration(outcomes: list[dict], preset: str, first_seed: int, budget: float) -> dict:
+def summarize_calibration(outcomes: list[dict], preset: str, first_seed: int, budget: float,
+                          n_evidence: int | None = None) -> dict:
     """Calibration summary from per-report outcomes (``_report_outcome``; every run has the plan's rows in the
     plan's order): the report's failure rate with its 95% Clopper-Pearson interval, and per evidence row its
     failures n against its share runs * budget / R (R evidence rows) with the one-sided exact binomial p-value
     P(X >= n | rate 3 budget / R).  A row's expected count is small (0.09 at N = 500, budget 0.01, R = 57), so
     a single failure is already 11x it; "more than 3x its share" is therefore judged by that test: p < 0.05
-    says the row's false-failure rate is above 3x its share."""
+    says the row's false-failure rate is above 3x its share.  R is ``n_evidence`` (the whole plan's, for a part
+    of it), by default the evidence rows of the outcomes."""
     outcomes = sorted(outcomes, key=lambda o: o["seed"])
     runs = len(outcomes)
     failures = sum(not o["passed"] for o in outcomes)
     lo, hi = binomial_interval(failures, runs)
     first = outcomes[0]["rows"]
-    n_evidence = sum(row[4] for row in first)
+    n_evidence = sum(row[4] for row in first) if n_evidence is None else n_evidence
     row_rate = budget / max(n_evidence, 1)
     share = runs * row_rate
     rows = []
@@ -542,8 +563,9 @@ def summarize_calibration(outcomes: list[dict], preset: str, first_seed: int, bu
 
 def format_calibration(c: dict) -> str:
     lo, hi = c["interval95"]
-    lines = [f"accum verify --calibrate {c['runs']} --{c['preset']}: {c['failures']} of {c['runs']} reports failed, "
-             f"rate {c['rate']:.4f}, 95% interval [{lo:.4f}, {hi:.4f}] (budget {c['budget']:g})",
+    part = "" if c.get("checks", "all") == "all" else f" (checks {', '.join(c['checks'])} only, judged at the whole plan's R)"
+    lines = [f"accum verify --calibrate {c['runs']} --{c['preset']}{part}: {c['failures']} of {c['runs']} reports "
+             f"failed, rate {c['rate']:.4f}, 95% interval [{lo:.4f}, {hi:.4f}] (budget {c['budget']:g})",
              f"each of the {c['evidence_rows']} evidence rows may fail {c['runs'] * c['budget'] / c['evidence_rows']:.3g} "
              "times in expectation (its share); rows that failed:"]
     failed = sorted((r for r in c["rows"] if r["failures"]), key=lambda r: -r["failures"])
@@ -572,6 +594,8 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--family", help="verify one family (built-in name or module:Class) on every claim that applies")
     p.add_argument("--param", action="append", metavar="K=V", help="parameter of --family (repeatable)")
     p.add_argument("--calibrate", type=integer_option, metavar="N", help="run the report at N fresh seeds; print its failure rate")
+    p.add_argument("--only", nargs="+", metavar="CHECK", help="with --calibrate: only these checks of the report "
+                   "(names as in its timings, e.g. far-mass), each row judged at the whole plan's share")
     p.add_argument("--workers", type=integer_option, metavar="K", help="local processes (default: usable CPUs; 1 = in this process)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run the checks (or --calibrate's reports) on Dask")
     p.add_argument("--cache", metavar="DIR", help="save each finished check (with --calibrate: each finished report) "
@@ -614,6 +638,13 @@ def check_options(args: argparse.Namespace) -> None:
         check_int("--calibrate", args.calibrate, 1, 100_000)
         if args.family:
             raise ParamError("--calibrate runs the default report; leave out --family")
+    if args.only is not None:
+        if args.calibrate is None:
+            raise ParamError("--only goes with --calibrate")
+        names = sorted({j.check for j in plan(PRESETS[args.preset])})
+        unknown = [c for c in args.only if c not in names]
+        if unknown:
+            raise ParamError(f"--only: no check {unknown[0]!r} in the {args.preset} report; its checks: {', '.join(names)}")
     if args.cache is not None:
         check_output_path(args.cache, "--cache", directory=True)
 
@@ -661,7 +692,7 @@ def run_calibrate(args: argparse.Namespace, workers: int, json_out: Any) -> int:
         cache = None if args.cache is None else make_output_dir(args.cache, "--cache")
         try:
             result = calibrate(args.preset, args.calibrate, args.seed, args.budget, workers, client, progress=True,
-                               cache=cache)
+                               cache=cache, only=args.only)
         except KeyboardInterrupt:
             if cache is None:
                 raise
@@ -670,6 +701,6 @@ def run_calibrate(args: argparse.Namespace, workers: int, json_out: Any) -> int:
     print(format_calibration(result))
     if json_out is not None:
         json_out.write_json(make_record("verify-calibration", {"preset": args.preset, "budget": args.budget,
-                                                               "runs": args.calibrate}, result, args.seed,
+                                                               "runs": args.calibrate, "only": args.only}, result, args.seed,
                                         {"seconds": time.perf_counter() - start}))
     return 0

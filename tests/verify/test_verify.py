@@ -248,6 +248,23 @@ def test_calibrate_counts_failures_per_row(monkeypatch, capsys, tmp_path):
     assert result["interval95"][0] <= result["rate"] <= result["interval95"][1]
 
 
+def test_calibrating_part_of_the_report_judges_its_rows_as_the_whole_report_does(monkeypatch, tmp_path):
+    """--only score-gap: the score-gap rows alone, each judged at the whole plan's R (its z, k and verdict are the
+    whole report's), and the summary's share uses that R."""
+    jobs = v.plan(v.PRESETS["quick"])
+    few = [j for j in jobs if j.check == "fast-paths"][:1] + [j for j in jobs if j.check == "score-gap"][:3]
+    monkeypatch.setattr(v, "plan", lambda preset: few)
+    whole, part = tmp_path / "whole.json", tmp_path / "part.json"
+    assert cli.main(["verify", "--calibrate", "2", "--workers", "1", "--json", str(whole)]) == 0
+    assert cli.main(["verify", "--calibrate", "2", "--workers", "1", "--only", "score-gap", "--json", str(part)]) == 0
+    w, p = (json.loads(x.read_text())["result"] for x in (whole, part))
+    assert p["checks"] == ["score-gap"] and w["checks"] == "all"
+    assert p["evidence_rows"] == w["evidence_rows"] == v.evidence_rows(few)
+    assert len(p["rows"]) == sum(len(j.kinds()) for j in few[1:]) < len(w["rows"])
+    assert [(r["what"], r["failures"]) for r in p["rows"]] == [(r["what"], r["failures"]) for r in w["rows"][-len(p["rows"]):]]
+    assert p["rows"][0]["expected"] == pytest.approx(2 * 0.01 / v.evidence_rows(few))
+
+
 def test_calibration_summary_flags_a_row_significantly_above_three_times_its_share():
     """Synthetic outcomes, 500 runs of 57 evidence rows and one sanity row at budget 0.01 (a row's share
     0.088): one failure is consistent with 3x the share (p = 0.23), two are not (p = 0.029); a sanity row's
@@ -304,7 +321,8 @@ def test_calibration_with_a_cache_resumes_and_extends(monkeypatch, capsys, tmp_p
 @pytest.mark.parametrize("argv, flag", [
     (["--calibrate", "0"], "--calibrate"), (["--calibrate", "2", "--family", "haar"], "--family"),
     (["--workers", "0"], "--workers"), (["--workers", "2", "--scheduler", "tcp://h:1"], "--scheduler"), (["--param", "dim=4"], "--param"), (["--budget", "2"], "--budget"),
-    (["--calibrate", "2", "--scheduler", "http://x"], "--scheduler"),
+    (["--calibrate", "2", "--scheduler", "http://x"], "--scheduler"), (["--only", "far-mass"], "--only"),
+    (["--calibrate", "2", "--only", "no-such-check"], "--only"),
 ])
 def test_bad_options_are_one_line_exit_2(argv, flag, capsys, tmp_path):
     assert cli.main(["verify", *argv, "--json", str(tmp_path / "x.json")]) == 2
