@@ -124,7 +124,13 @@ PRESETS = {
                                     ("coherence", "uniform", 0.3), ("coherence", "householder-token", 0.35),
                                     ("coherence", "token", 0.7), ("scores-far-variance", "haar", 0.25),
                                     ("scores-far-variance", "so2", 0.75), ("scores-far-variance", "token", 0.5),
-                                    ("values", "householder", 0.8))),
+                                    ("values", "householder", 0.8),
+                                    # C5 far mass: (quick detectable error / 0.45%)^2 times the quick samples, over
+                                    # far_samples (quick at seed 0: householder 1.4% of 480 samples, token 1.5% of
+                                    # 192, householder-token 1.7% of 768, givens 1.6% of 1728; haar 1.0% of 192
+                                    # already gives 0.41% at 1152)
+                                    ("far-mass", "householder", 4.0), ("far-mass", "token", 2.0),
+                                    ("far-mass", "householder-token", 9.5), ("far-mass", "givens", 19.0))),
 }
 
 EPS = 0.05
