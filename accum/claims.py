@@ -26,8 +26,8 @@ from accum.simulations import estimators as est
 from accum.simulations import reference
 from accum.simulations.families import Family, family_name, family_params, user_object
 from accum.simulations.steps import AngleSteps
-from accum.theory import Prediction, far, farmass, prediction
-from accum.theory.predict import NoClosedForm
+from accum.theory import Prediction, far, prediction
+from accum.theory.predict import NoClosedForm, mixing_estimable
 
 from .verdict import Measurement, dispersion
 
@@ -234,7 +234,7 @@ def check_scores_far_variance(family: Family, rng: np.random.Generator, *, lengt
 
 
 def _has_far_mass(family: Family) -> bool:
-    if farmass.mixing_estimable(family):
+    if mixing_estimable(family):
         return True
     try:
         prediction("far-mass", family, far_sizes=[1], s0=1.0)

@@ -23,7 +23,7 @@ from typing import Any, Iterator
 
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from accum.simulations.params import ParamError
+from accum.errors import ParamError
 
 EXIT_INTERRUPTED = 130
 MAX_THREADS = 1024

@@ -9,29 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
+from accum.errors import ParamError
 
-class ParamError(ValueError):
-    """A parameter is missing, unknown, of the wrong type or outside its allowed range.
-
-    ``names``: the parameters the text refers to, written in it as ``{name}``.  ``message(display)`` writes
-    each as ``display.get(name, name)``: a command line shows the flag that sets the parameter (``--seq-len``)
-    where the library shows its field name (``seq_len``), with no guessing at the text.  ``str(err)`` is
-    ``message({})``.
-    """
-
-    def __init__(self, text: str, names: Sequence[str] = ()) -> None:
-        self.text, self.names = text, tuple(names)
-        super().__init__(self.message({}))
-
-    def message(self, display: Mapping[str, str]) -> str:
-        out = self.text
-        for name in self.names:
-            out = out.replace("{" + name + "}", display.get(name, name))
-        return out
+__all__ = ["ParamError"]  # raised by every check here; defined below every layer (accum.errors)
 
 
 def field_error(name: str, detail: str) -> ParamError:

@@ -50,9 +50,8 @@ import numpy as np
 import scipy.special as sp
 
 from accum.simulations import reference
-from accum.simulations.families import Givens, Householder, LieWalk, SO2Accumulated
 
-from . import far, groups, householder, so2
+from . import far, so2
 from ._common import NoClosedForm, as_sizes, plane_coefficients, probes
 
 #: modes j of the token-law expansion kept while their relative Bessel weight is at least this (so2 token law,
@@ -126,9 +125,9 @@ def sphere_walk_far_mass(sizes: np.ndarray, s0: float, s: float, t0: float, d: i
 
 def householder_far_mass(family: Any, far_sizes: Any, s0: float, q: Any = None, k: Any = None,
                          slope: float = 0.0) -> np.ndarray:
-    """E M(N) for householder(w = sphere), d >= 3 (module docstring, 1); shape (len(far_sizes),)."""
-    if type(family) is not Householder or family.w != "sphere":
-        raise NoClosedForm(f"{type(family).__name__}: far mass in closed form only for householder(w=sphere)")
+    """E M(N) for the householder family with w = sphere, d >= 3 (module docstring, 1); shape (len(far_sizes),)."""
+    if family.w != "sphere":
+        raise NoClosedForm("householder far mass: in closed form only for w = sphere")
     d = int(family.dim)
     if d < 3:
         raise NoClosedForm(f"householder far mass: the Gegenbauer series needs d >= 3, got {d}")
@@ -206,7 +205,7 @@ def token_far_mass(family: Any, far_sizes: Any, s0: float, q: Any = None, k: Any
                    least: float = MODE_WEIGHT) -> np.ndarray:
     """E M(N) for so2-accumulated with the token law (module docstring, 2), modes of weight >= ``least``;
     shape (len(far_sizes),)."""
-    tokens = so2.token_law(family) if type(family) is SO2Accumulated else None
+    tokens = so2.token_law(family)
     if tokens is None:
         raise NoClosedForm(f"{type(family).__name__}: not an SO(2) family with token angles")
     q, k = probes(family.dim, q, k)
@@ -224,21 +223,6 @@ def token_far_mass(family: Any, far_sizes: Any, s0: float, q: Any = None, k: Any
 # --- 3. mixing orthogonal steps: closed stationary part, estimated transient --------------------------------
 
 
-def mixing_rate(family: Any) -> float:
-    """The slowest |eigenvalue| of E[A] (the coherence rate) of a mixing orthogonal family; ``NoClosedForm`` for
-    families this estimate does not cover (steps not orthogonal, or no known mean step)."""
-    kind = type(family)
-    if kind in (Givens, LieWalk):
-        return groups.family_rate(family)
-    if kind is Householder and family.w == "sphere" and family.beta == 2.0:
-        return 1.0 - 2.0 / family.dim
-    if kind is Householder and family.w == "token" and family.beta == 2.0:
-        parts = householder.family_parts(family)
-        return float(np.max(np.abs(np.linalg.eigvalsh(householder.token_step_mean(2.0, parts["table"])))))
-    raise NoClosedForm(f"{type(family).__name__}: no mixing estimate of the far mass (orthogonal Givens, Lie-walk "
-                       "or householder(beta=2) steps only)")
-
-
 def transient_lags(rate: float) -> int:
     """D = the first lag with rate^D <= TRANSIENT_DECAY (at least 1); ``NoClosedForm`` beyond MAX_TRANSIENT."""
     if rate <= 0:
@@ -254,9 +238,10 @@ def stationary_term(s0: float, q: np.ndarray, k: np.ndarray, d: int) -> float:
     return math.exp(-s0) * far.haar_mgf(s0, d, float(np.linalg.norm(q) * np.linalg.norm(k)))
 
 
-def mixing_far_mass(family: Any, far_sizes: Any, s0: float, rng: np.random.Generator, samples: int,
+def mixing_far_mass(family: Any, rate: float, far_sizes: Any, s0: float, rng: np.random.Generator, samples: int,
                     q: Any = None, k: Any = None, slope: float = 0.0) -> tuple[np.ndarray, np.ndarray, int]:
-    """(E M(N), its standard error, the paths) for a mixing orthogonal family (module docstring, 3).
+    """(E M(N), its standard error, the paths) for a mixing orthogonal family whose coherence rate (the slowest
+    |eigenvalue| of E[A]) is ``rate`` (module docstring, 3; ``predict.ClosedForms.mixing_rate``).
 
     E M(N) = f(inf) sum_{Delta<=N} e^{-slope Delta} + E sum_{Delta <= min(N, D)} e^{-slope Delta} (g_Delta - f(inf)),
     g_Delta = exp(s0 q^T P_Delta k - s0) on ``samples`` paths of D steps (``reference.transport``, batches of
@@ -264,7 +249,7 @@ def mixing_far_mass(family: Any, far_sizes: Any, s0: float, rng: np.random.Gener
     sizes = as_sizes(far_sizes)
     d = int(family.dim)
     q, k = probes(d, q, k)
-    lags = transient_lags(mixing_rate(family))
+    lags = transient_lags(rate)
     limit = stationary_term(s0, q, k, d)
     decay = np.exp(-slope * np.arange(1, lags + 1))
     cut = np.minimum(sizes, lags)
@@ -279,12 +264,3 @@ def mixing_far_mass(family: Any, far_sizes: Any, s0: float, rng: np.random.Gener
     per_path = np.concatenate(per_path)
     value = limit * far.alibi_far_mass(sizes, slope) + per_path.mean(axis=0)
     return value, per_path.std(axis=0, ddof=1) / math.sqrt(samples), samples
-
-
-def mixing_estimable(family: Any) -> bool:
-    """Whether ``mixing_far_mass`` covers ``family`` (orthogonal mixing steps, module docstring, 3)."""
-    try:
-        transient_lags(mixing_rate(family))
-    except NoClosedForm:
-        return False
-    return True

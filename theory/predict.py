@@ -89,6 +89,12 @@ class ClosedForms:
     def far_residual(self, far_sizes: Any, value_rotation: bool = True, m: Any = None) -> np.ndarray:
         raise self.missing("the far residual")
 
+    def mixing_rate(self) -> float:
+        """The slowest |eigenvalue| of E[A] of orthogonal steps whose walk on the sphere mixes: the rate at which the
+        far mass's estimated transient decays (``farmass.mixing_far_mass``)."""
+        raise self.missing("a mixing estimate of the far mass (orthogonal Givens, Lie-walk or householder(beta=2) "
+                           "steps only)")
+
 
 class ModuleForms(ClosedForms):
     """Forms that a theory module states as functions of the family: ``module.coherence(family, n, q, k)`` and
@@ -170,6 +176,16 @@ class HouseholderForms(ModuleForms):
             raise self.missing("the far residual of token directions")
         return values.family_residual_sq(self.family, far_sizes, m=m, value_rotation=value_rotation)
 
+    def mixing_rate(self):
+        """Reflections (beta = 2) only: 1 - 2/d on the sphere, the top |eigenvalue| of I - 2 W^T W / V for a table."""
+        fam = self.family
+        if fam.beta != 2.0:
+            return super().mixing_rate()
+        if fam.w == "sphere":
+            return 1.0 - 2.0 / fam.dim
+        table = householder.family_parts(fam)["table"]
+        return float(np.max(np.abs(np.linalg.eigvalsh(householder.token_step_mean(2.0, table)))))
+
 
 class IsotropicForms(ClosedForms):
     """E[A] = rho I and orthogonal steps (Haar, Givens, Lie walk: ``theory.groups``)."""
@@ -191,6 +207,9 @@ class IsotropicForms(ClosedForms):
 
     def far_residual(self, far_sizes, value_rotation=True, m=None):
         return values.family_residual_sq(self.family, far_sizes, m=m, value_rotation=value_rotation)
+
+    def mixing_rate(self):
+        return groups.family_rate(self.family)
 
 
 class HaarForms(IsotropicForms):
@@ -229,6 +248,16 @@ CLOSED_FORMS: dict[type, type[ClosedForms]] = {Rope: SO2Forms, NoPE: SO2Forms, S
 def closed_forms(family: Any) -> ClosedForms:
     """The closed forms of ``family`` (exact class match: a subclass may change the law), or the empty base."""
     return CLOSED_FORMS.get(type(family), ClosedForms)(family)
+
+
+def mixing_estimable(family: Any) -> bool:
+    """Whether the far mass of ``family`` can be estimated as a mixing walk (``farmass.mixing_far_mass``): orthogonal
+    steps with a known coherence rate whose transient ends within ``farmass.MAX_TRANSIENT`` lags."""
+    try:
+        farmass.transient_lags(closed_forms(family).mixing_rate())
+    except NoClosedForm:
+        return False
+    return True
 
 
 def coherence(family: Any, steps: int, q: Any = None, k: Any = None) -> np.ndarray:
@@ -376,11 +405,12 @@ def prediction(quantity: str, family: Any, *, rng: np.random.Generator | None = 
         reason = str(err)
     else:
         return Prediction(_plain(value), _plain(np.zeros_like(np.asarray(value, dtype=float))), "closed form")
-    if quantity == "far-mass" and farmass.mixing_estimable(family):
+    if quantity == "far-mass" and mixing_estimable(family):
         if rng is None:
             raise ParamError("rng: required to estimate the far mass's transient (no closed form: " + reason + ")")
         count = moments.check_samples(moments.DEFAULT_SAMPLES if samples is None else samples, 1)
-        value, se, n = farmass.mixing_far_mass(family, options["far_sizes"], options["s0"], rng, count,
+        value, se, n = farmass.mixing_far_mass(family, closed_forms(family).mixing_rate(), options["far_sizes"],
+                                               options["s0"], rng, count,
                                                options.get("q"), options.get("k"), options.get("slope", 0.0))
         return Prediction(_plain(value), _plain(se), f"estimated: closed stationary part + transient from {n} paths",
                           n, n - 1)
