@@ -29,10 +29,6 @@ import torch
 
 from .params import ParamError
 
-#: angle laws of ``so2-accumulated`` the torch backend can draw on a device (and how, in ``angle_sampler``)
-TORCH_LAWS = ("gaussian", "uniform", "rope-uniform", "lattice")
-
-
 def check_device(device: str | None) -> torch.device | None:
     """None (numpy draws) or a torch device named 'cpu', 'cuda' or 'cuda:i' that exists here."""
     if device is None:
@@ -55,36 +51,17 @@ def torch_generator(rng: np.random.Generator, device: torch.device) -> torch.Gen
 
 
 def angle_sampler(family, device: torch.device, gen: torch.Generator) -> Callable[[int, int], torch.Tensor]:
-    """draw(n_steps, batch) -> theta (batch, n_steps, d/2) float64 on ``device``, the family's angle law.
+    """draw(n_steps, batch) -> theta (batch, n_steps, d/2) float64 on ``device``: the family's own torch sampler.
 
-    Supported: ``rope`` (theta = omega, no randomness) and ``so2-accumulated`` with the laws in ``TORCH_LAWS``:
-        gaussian      mu + sigma N(0, 1)
-        uniform       a (2 U - 1),            U ~ U[0, 1)
-        rope-uniform  omega_b (2 U - 1)
-        lattice       offset + 2 pi K / m,    K uniform on {0..m-1}
-    Anything else is refused (ParamError naming ``device``): use device=None for numpy draws.
+    A family whose steps are angles drawn on a device says how with ``torch_angle_sampler(device, gen)`` (``rope``:
+    theta = omega, no randomness; ``so2-accumulated``: its angle law's ``torch_sampler``, which refuses a law
+    without one); any other family is refused (ParamError): use device=None for numpy draws.
     """
-    from .conventions import rope_frequencies
-    from .families import Rope, SO2Accumulated
-
-    p = family.dim // 2
-    f64 = dict(dtype=torch.float64, device=device)
-    if isinstance(family, Rope):
-        omega = torch.as_tensor(rope_frequencies(family.dim, family.base), **f64)
-        return lambda n, b: omega.expand(b, n, p).clone()
-    if not isinstance(family, SO2Accumulated) or family.law not in TORCH_LAWS:
-        law = getattr(family, "law", type(family).__name__)
-        raise ParamError(f"the torch backend draws rope and so2-accumulated with law in {{{', '.join(TORCH_LAWS)}}} "
-                         f"only, got {getattr(family, 'name', type(family).__name__)} ({law}); use numpy draws for it")
-    if family.law == "gaussian":
-        return lambda n, b: torch.randn((b, n, p), generator=gen, **f64).mul_(family.sigma).add_(family.mu)
-    if family.law == "uniform":
-        return lambda n, b: torch.rand((b, n, p), generator=gen, **f64).mul_(2 * family.a).sub_(family.a)
-    if family.law == "rope-uniform":
-        omega = torch.as_tensor(rope_frequencies(family.dim, family.base), **f64)
-        return lambda n, b: torch.rand((b, n, p), generator=gen, **f64).mul_(2).sub_(1).mul_(omega)
-    step = 2 * math.pi / family.m
-    return lambda n, b: torch.randint(family.m, (b, n, p), generator=gen, device=device).to(torch.float64).mul_(step).add_(family.offset)
+    sampler = getattr(family, "torch_angle_sampler", None)
+    if sampler is None:
+        raise ParamError(f"the torch backend draws rope and so2-accumulated only (families with a torch_angle_sampler), "
+                         f"got {getattr(family, 'name', type(family).__name__)}; use numpy draws for it")
+    return sampler(device, gen)
 
 
 def as_tensor(x: np.ndarray | torch.Tensor, device: torch.device | None = None) -> torch.Tensor:

@@ -10,7 +10,7 @@ rope             A_t = R(omega), omega_b = base^(-2b/d)          (position-index
                  +omega per step, s_ij = q^T R((i-j) omega) k -- the common RoPE libraries use the other direction,
                  i.e. they equal this family with omega -> -omega; see ``conventions``)
 so2-accumulated  A_t = diag_b R(theta_tb), theta from an angle law (``simulations.laws``: one class per law,
-                 owning its parameters, sampler and characteristic function) or a per-token table
+                 owning its parameters, numpy and torch samplers and characteristic function) or a per-token table
 householder      A_t = I - beta w_t w_t^T (PaTH), w_t uniform on S^{d-1} or one unit vector per token
 haar             A_t Haar on O(d) or SO(d) (QR with the sign fix, Mezzadri 2007)
 givens           rotation by N(0, sigma^2) in a uniformly random coordinate plane
@@ -22,16 +22,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar, Protocol, Union, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Union, runtime_checkable
 
 import numpy as np
 import scipy.linalg
 
 from .conventions import rope_frequencies
-from .laws import BASE, LAWS, AngleLaw, Token, check_token_table, law_params, make_law
+from .laws import BASE, LAWS, TORCH_LAWS, AngleLaw, TorchDraw, check_token_table, law_params, make_law
 from .params import CommandText, ParamError, ParamSpec, check_int, param_dataclass, resolve
 from .steps import AngleSteps, DenseSteps, HouseholderSteps
 from .userfamily import CheckedFamily, load_class
+
+if TYPE_CHECKING:  # torch is imported by the torch samplers only
+    import torch
 
 Steps = Union[AngleSteps, HouseholderSteps, DenseSteps]
 
@@ -86,6 +89,10 @@ class BuiltinFamily:
     def params(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def angle_law(self) -> AngleLaw | None:
+        """The angle law (``simulations.laws``) that draws this family's steps, or None (not an angle-law family)."""
+        return None
+
 
 @param_dataclass
 class Rope(BuiltinFamily):
@@ -101,6 +108,14 @@ class Rope(BuiltinFamily):
         check_sample_size(n_steps, batch)
         omega = rope_frequencies(self.dim, self.base)
         return AngleSteps(np.broadcast_to(omega, (batch, n_steps, self.dim // 2)).copy())
+
+    def torch_angle_sampler(self, device: torch.device, gen: torch.Generator) -> TorchDraw:
+        """draw(n_steps, batch) -> theta_tb = omega_b, (batch, n_steps, d/2) float64 on ``device`` (no randomness:
+        ``gen`` is not used)."""
+        import torch
+
+        omega = torch.as_tensor(rope_frequencies(self.dim, self.base), dtype=torch.float64, device=device)
+        return lambda n, b: omega.expand(b, n, self.dim // 2).clone()
 
 
 @param_dataclass
@@ -118,10 +133,8 @@ class SO2Accumulated(BuiltinFamily):
     )
 
     def _check(self) -> None:
-        """A token law's table (and Markov transition matrix) must fit (``laws.Token.check_size``)."""
-        law = self.angle_law()
-        if isinstance(law, Token):
-            law.check_size(self.dim)
+        """The law's tables must fit (``AngleLaw.check_size``: a token law's table and Markov transition matrix)."""
+        self.angle_law().check_size(self.dim)
 
     def angle_law(self) -> AngleLaw:
         """The angle law object (``simulations.laws``) with this family's parameters."""
@@ -139,6 +152,15 @@ class SO2Accumulated(BuiltinFamily):
     def sample(self, rng: np.random.Generator, n_steps: int, batch: int) -> AngleSteps:
         check_sample_size(n_steps, batch)
         return AngleSteps(self.angle_law().sample(rng, (batch, n_steps, self.dim // 2), self.dim))
+
+    def torch_angle_sampler(self, device: torch.device, gen: torch.Generator) -> TorchDraw:
+        """The law's torch sampler (``AngleLaw.torch_sampler``): draw(n_steps, batch) -> theta (batch, n_steps, d/2)
+        float64 on ``device`` from ``gen``; ``ParamError`` for a law without one."""
+        law = self.angle_law()
+        if law.torch_sampler is None:
+            raise ParamError(f"the torch backend draws rope and so2-accumulated with law in {{{', '.join(TORCH_LAWS)}}} "
+                             f"only, got {self.name} ({self.law}); use numpy draws for it")
+        return law.torch_sampler(self.dim, device, gen)
 
 
 @param_dataclass

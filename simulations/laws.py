@@ -1,5 +1,6 @@
-"""Angle laws of the ``so2-accumulated`` family: each law is one small class that owns its parameters, its sampler
-and its characteristic function, so a new law is one class here (added to ``LAWS``) plus its tests.
+"""Angle laws of the ``so2-accumulated`` family: each law is one small class that owns its parameters, its samplers
+(numpy, and torch for device draws) and its characteristic function, so a new law is one class here (added to
+``LAWS``) plus its tests.
 
 A law draws the per-plane angles theta_tb of A_t = diag_b R(theta_tb) (interleaved planes, ``conventions``) and
 states phi_b(k) = E exp(i k theta_tb) for integer k, per plane b (d/2,).  The theory (``theory.so2``) builds
@@ -18,13 +19,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import numpy as np
 import scipy.special as sp
 
 from .conventions import rope_frequencies
 from .params import ParamSpec, field_error, param_dataclass
+
+if TYPE_CHECKING:  # torch is imported by the torch samplers only, when a device draw is asked for
+    import torch
+
+#: draw(n_steps, batch) -> theta (batch, n_steps, d/2) float64 tensor on the sampler's device
+TorchDraw = Callable[[int, int], "torch.Tensor"]
 
 #: the most float64 numbers a per-token table may hold, vocab x (numbers per token): 400 MB.  Checked when a family
 #: is built (``check_token_table``), so a table that cannot fit is refused before any work, not mid-run.
@@ -40,10 +47,18 @@ BASE = ParamSpec("base", "float", 10000.0, "RoPE frequency base", lo=1.0, hi=1e1
 class AngleLaw:
     """Protocol of an angle law: ``name``, ``PARAMS`` (its ``ParamSpec``s; the instance has one field per spec),
     ``sample(rng, shape, dim)`` -> angles of ``shape`` = (batch, n_steps, d/2), ``characteristic(k, dim)`` -> (d/2,)
-    complex, and ``iid`` (independent angles across steps)."""
+    complex, ``iid`` (independent angles across steps), ``check_size(dim)`` and, for device draws,
+    ``torch_sampler(dim, device, gen)`` -> draw(n_steps, batch) -> theta (batch, n_steps, d/2) float64 on ``device``
+    from the ``torch.Generator`` ``gen`` (``None`` on a law without one: the torch backend refuses it)."""
 
     name: ClassVar[str]
     PARAMS: ClassVar[tuple[ParamSpec, ...]]
+    #: a law without a torch sampler declares so by leaving this None (device draws refuse it, ``TORCH_LAWS``);
+    #: a law with one defines the method ``torch_sampler(self, dim, device, gen) -> TorchDraw``
+    torch_sampler: ClassVar[Callable[..., TorchDraw] | None] = None
+    #: True for a law whose angles are table[x_t, b] along a token chain (``Token``: ``vocab``, ``table(dim)``,
+    #: ``chain()``): the theory multiplies its transfer matrices (``theory.so2``) instead of taking phi^n
+    TOKEN_CHAIN: ClassVar[bool] = False
 
     @property
     def iid(self) -> bool:
@@ -55,6 +70,9 @@ class AngleLaw:
 
     def characteristic(self, k: int, dim: int) -> np.ndarray:
         raise NotImplementedError
+
+    def check_size(self, dim: int) -> None:
+        """Refuse (``ParamError``) parameters whose tables would not fit at dimension ``dim`` (none by default)."""
 
 
 def check_token_table(vocab: int, per_token: int, where: str) -> None:
@@ -80,6 +98,13 @@ class Gaussian(AngleLaw):
     def sample(self, rng, shape, dim):
         return rng.normal(self.mu, self.sigma, shape)
 
+    def torch_sampler(self, dim, device, gen):
+        """theta = mu + sigma N(0, 1)."""
+        import torch
+
+        return lambda n, b: torch.randn((b, n, dim // 2), generator=gen, dtype=torch.float64, device=device
+                                        ).mul_(self.sigma).add_(self.mu)
+
     def characteristic(self, k, dim):
         return _same_on_planes(np.exp(1j * k * self.mu - 0.5 * k * k * self.sigma**2), dim)
 
@@ -93,6 +118,13 @@ class Uniform(AngleLaw):
 
     def sample(self, rng, shape, dim):
         return rng.uniform(-self.a, self.a, shape)
+
+    def torch_sampler(self, dim, device, gen):
+        """theta = a (2 U - 1), U ~ U[0, 1)."""
+        import torch
+
+        return lambda n, b: torch.rand((b, n, dim // 2), generator=gen, dtype=torch.float64, device=device
+                                       ).mul_(2 * self.a).sub_(self.a)
 
     def characteristic(self, k, dim):
         return _same_on_planes(np.sinc(k * self.a / math.pi), dim)  # numpy sinc(x) = sin(pi x) / (pi x)
@@ -143,6 +175,14 @@ class Lattice(AngleLaw):
     def sample(self, rng, shape, dim):
         return self.offset + (2 * math.pi / self.m) * rng.integers(self.m, size=shape)
 
+    def torch_sampler(self, dim, device, gen):
+        """theta = offset + (2 pi / m) K, K uniform on {0, ..., m-1}."""
+        import torch
+
+        step = 2 * math.pi / self.m
+        return lambda n, b: torch.randint(self.m, (b, n, dim // 2), generator=gen, device=device
+                                          ).to(torch.float64).mul_(step).add_(self.offset)
+
     def characteristic(self, k, dim):
         return _same_on_planes(np.exp(1j * k * self.offset) if k % self.m == 0 else 0.0, dim)
 
@@ -158,6 +198,14 @@ class RopeUniform(AngleLaw):
     def sample(self, rng, shape, dim):
         return rng.uniform(-1.0, 1.0, shape) * rope_frequencies(dim, self.base)
 
+    def torch_sampler(self, dim, device, gen):
+        """theta_b = omega_b (2 U - 1), U ~ U[0, 1)."""
+        import torch
+
+        omega = torch.as_tensor(rope_frequencies(dim, self.base), dtype=torch.float64, device=device)
+        return lambda n, b: torch.rand((b, n, dim // 2), generator=gen, dtype=torch.float64, device=device
+                                       ).mul_(2).sub_(1).mul_(omega)
+
     def characteristic(self, k, dim):
         return np.sinc(k * rope_frequencies(dim, self.base) / math.pi) + 0j
 
@@ -169,6 +217,7 @@ class Token(AngleLaw):
     angles are not independent for a Markov source: ``theory.so2`` uses the chain's transfer matrix)."""
 
     name: ClassVar[str] = "token"
+    TOKEN_CHAIN: ClassVar[bool] = True
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
         ParamSpec("vocab", "int", 8, "vocabulary size (vocab x d/2 <= 5e7; markov: vocab <= 5000)", lo=1, hi=1_000_000),
         ParamSpec("source", "choice", "iid", "token source", choices=("iid", "markov")),
@@ -224,6 +273,8 @@ class Token(AngleLaw):
 
 
 LAWS: dict[str, type[AngleLaw]] = {cls.name: cls for cls in (Gaussian, Uniform, VonMises, WrappedCauchy, Lattice, RopeUniform, Token)}
+#: the laws with a torch sampler (device draws), in ``LAWS`` order
+TORCH_LAWS: tuple[str, ...] = tuple(name for name, cls in LAWS.items() if cls.torch_sampler is not None)
 
 
 def law_params() -> tuple[ParamSpec, ...]:

@@ -1,6 +1,7 @@
 """The README's "Adding a family" examples run as printed: each test executes a ```python block of README.md
-itself -- the shipped user family, the two-point angle law and the sign-flip family with exact moments.
-Statistical check: the two-point sampler against its characteristic function, false-failure budget 1e-4."""
+itself -- the shipped user family, the two-point angle law (numpy and torch samplers) and the sign-flip family with
+exact moments.  Statistical checks: each two-point sampler against its characteristic function, false-failure budget
+1e-4 each."""
 
 import re
 from pathlib import Path
@@ -25,6 +26,26 @@ def readme_block(marker: str) -> tuple[str, list[str]]:
     return "\n".join(lines[:first_prompt]), [line[4:] for line in lines if line.startswith(">>> ")]
 
 
+def readme_two_point(a: float):
+    """The printed TwoPoint law of half-width ``a``, defined in ``simulations.laws``' namespace as the README says."""
+    code, _ = readme_block("class TwoPoint")
+    namespace = dict(vars(laws))
+    exec(code, namespace)
+    return namespace["TwoPoint"](a=a)
+
+
+def assert_draws_follow_characteristic(law, theta: np.ndarray) -> None:
+    """theta (n, d/2): n i.i.d. draws of ``law``, whose means of cos(k theta) and sin(k theta) per plane are within
+    standard errors of the real and imaginary parts of ``law.characteristic(k, d)`` at k = 1, 2, 3 (the imaginary
+    parts are 0 by symmetry; budget 1e-4 over the three k)."""
+    n, dim = theta.shape[0], 2 * theta.shape[1]
+    for k in (1, 2, 3):
+        z = np.exp(1j * k * theta)
+        for part in (np.real, np.imag):
+            assert_within(part(z).mean(axis=0), part(z).std(axis=0) / np.sqrt(n) + 1e-12,
+                          part(law.characteristic(k, dim)), 1e-4 / 3)
+
+
 def test_readme_user_family_is_the_shipped_example():
     """The printed SignedPermutation declares the same parameters and samples exactly as ``simulations/examples.py``."""
     code, _ = readme_block("class SignedPermutation")
@@ -38,19 +59,26 @@ def test_readme_user_family_is_the_shipped_example():
 
 
 def test_readme_angle_law_samples_its_characteristic_function():
-    """The printed TwoPoint law, defined in ``simulations.laws``' namespace as the README says, against its own
-    sampler at k = 1, 2, 3 (real parts; the imaginary parts are 0 by symmetry and checked too)."""
-    code, _ = readme_block("class TwoPoint")
-    namespace = dict(vars(laws))
-    exec(code, namespace)
-    law, n = namespace["TwoPoint"](a=0.7), 40_000
+    """The printed TwoPoint law against its own numpy sampler."""
+    law, n = readme_two_point(0.7), 40_000
     theta = law.sample(np.random.default_rng(8), (n, 1, 2), 4)[:, 0]
     assert theta.shape == (n, 2)
-    for k in (1, 2, 3):
-        z = np.exp(1j * k * theta)
-        for part in (np.real, np.imag):
-            assert_within(part(z).mean(axis=0), part(z).std(axis=0) / np.sqrt(n) + 1e-12,
-                          part(law.characteristic(k, 4)), 1e-4 / 3)
+    assert_draws_follow_characteristic(law, theta)
+
+
+def test_readme_angle_law_torch_sampler_draws_its_law():
+    """The printed TwoPoint's torch sampler: float64 draws of shape (batch, n_steps, d/2) on the device, each +-a,
+    whose sample characteristic function matches ``characteristic``."""
+    import torch
+
+    law, n, cpu = readme_two_point(0.7), 40_000, torch.device("cpu")
+    gen = torch.Generator(device=cpu)
+    gen.manual_seed(8)
+    theta = law.torch_sampler(4, cpu, gen)(3, n)
+    assert theta.shape == (n, 3, 2) and theta.dtype == torch.float64 and theta.device == cpu
+    theta = theta.numpy()
+    np.testing.assert_array_equal(np.abs(theta), 0.7)
+    assert_draws_follow_characteristic(law, theta[:, 0])
 
 
 def test_readme_family_with_exact_moments_prints_what_it_says():

@@ -118,8 +118,8 @@ class SO2Forms(ModuleForms):
         return np.ones(steps + 1)  # rotations
 
     def onset(self, eps, max_steps=100_000, q=None, k=None):
-        fam = self.family
-        if isinstance(fam, SO2Accumulated) and fam.angle_law().iid and q is None and k is None:
+        fam, law = self.family, self.family.angle_law()
+        if law is not None and law.iid and q is None and k is None:
             phi = so2.plane_characteristic(fam)
             if np.allclose(phi, phi[0], rtol=0, atol=0) and np.isreal(phi[0]):
                 return window.onset(phi[0].real, eps)  # one real rate on every plane
@@ -130,7 +130,7 @@ class SO2Forms(ModuleForms):
         return self.family.dim * so2.far_second_moment(self.family, offset, q, k)
 
     def far_mass(self, far_sizes, s0, slope=0.0, q=None, k=None):
-        if isinstance(self.family, SO2Accumulated) and so2.token_law(self.family) is not None:
+        if so2.token_law(self.family) is not None:
             return farmass.token_far_mass(self.family, far_sizes, s0, q, k, slope)
         return so2.far_mass(self.family, as_sizes(far_sizes), s0, q, k, slope)
 

@@ -52,11 +52,10 @@ def _kind(family: Any) -> type:
 
 
 def token_law(family: Any) -> Any:
-    """The family's token law (``simulations.laws.Token``: planes share the tokens) or None."""
-    from accum.simulations.laws import Token
-
+    """The family's token law (an angle law with ``TOKEN_CHAIN``, e.g. ``simulations.laws.Token``: planes share the
+    tokens) or None."""
     law = family.angle_law() if _kind(family) is SO2Accumulated else None
-    return law if isinstance(law, Token) else None
+    return law if law is not None and law.TOKEN_CHAIN else None
 
 
 #: the exact theory of a token law multiplies V x V transfer matrices, one per plane (per pair of planes for second

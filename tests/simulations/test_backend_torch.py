@@ -12,6 +12,7 @@ import torch
 
 from accum.simulations import backend_torch as bt
 from accum.simulations import estimators as est
+from accum.simulations import laws
 from accum.simulations import reference
 from accum.simulations.families import make_family
 from accum.simulations.params import ParamError
@@ -77,8 +78,20 @@ def test_device_is_checked():
             est.far_residual(other, [4], 8, np.random.default_rng(0), device="cpu")
 
 
-@pytest.mark.parametrize("law,params", [("gaussian", {"mu": 0.3, "sigma": 0.5}), ("uniform", {"a": 1.2}),
-                                        ("lattice", {"m": 3, "offset": 0.2}), ("rope-uniform", {"base": 50.0})])
+#: one case per law with a torch sampler (``laws.TORCH_LAWS``)
+TORCH_CASES = [("gaussian", {"mu": 0.3, "sigma": 0.5}), ("uniform", {"a": 1.2}), ("lattice", {"m": 3, "offset": 0.2}),
+               ("rope-uniform", {"base": 50.0})]
+
+
+def test_every_law_with_a_torch_sampler_is_tested_and_the_others_are_refused():
+    assert sorted(law for law, _ in TORCH_CASES) == sorted(laws.TORCH_LAWS)
+    for name in set(laws.LAWS) - set(laws.TORCH_LAWS):
+        with pytest.raises(ParamError, match=rf"with law in \{{{', '.join(laws.TORCH_LAWS)}\}} only, got "
+                                             rf"so2-accumulated \({name}\)"):
+            bt.angle_sampler(make_family("so2-accumulated", dim=4, law=name), torch.device("cpu"), torch.Generator())
+
+
+@pytest.mark.parametrize("law,params", TORCH_CASES)
 def test_torch_draws_follow_the_angle_law(law, params):
     # coherence with torch-drawn angles against its closed form c(n) = sum_b |c_b| Re(phi_b^n) (unit probe:
     # |c_b| = 2/d, arg 0), phi_b = E e^{i theta_b} of the law.
