@@ -199,7 +199,7 @@ def batches(size: int, per_sample: int) -> Iterator[int]:
 def step_form(family: Family) -> type:
     """The step form class ``family.sample`` returns, as its class declares it (``FORM``: ``AngleSteps`` for rope,
     so2-accumulated and nope, ``HouseholderSteps`` for Householder, ``DenseSteps`` for the other built-ins) and,
-    conservatively, ``DenseSteps`` for a user family (whose real form ``measure.plan_measurement`` reads from its
+    conservatively, ``DenseSteps`` for a user family (whose real form ``measure.resolve_job`` reads from its
     first sample).  Sizes are asked of it (``floats_per_step``, ``product_floats``)."""
     return getattr(type(family), "FORM", DenseSteps)
 
