@@ -41,7 +41,7 @@ class DataError(RuntimeError):
 
 def sweep_job(job: CurveSpec, root_seed: int, modules: tuple[str, ...], code: dict) -> sweep.Job:
     """The job as a ``simulations.sweep.Job`` (validated), keyed with ``code``, the identity of ``modules``."""
-    _, family, options = resolve_job(job.quantity, job.family, job.params, job.options)
+    _, family, options, _ = resolve_job(job.quantity, job.family, job.params, job.options)
     config = {"quantity": job.quantity, "family": family_name(family),
               "params": {**job.params, **family_params(family)}, "options": options}
     key = sweep.job_key(config, root_seed, 0, code)

@@ -124,7 +124,7 @@ def far_logits(theta: torch.Tensor, start: torch.Tensor, coef_abs: torch.Tensor,
 
 
 def value_sums(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """For U_n = e^{i Theta_n} (u + m sum_{t<n} e^{-i Theta_t}) (``estimators._accumulate_values``):
+    """For U_n = e^{i Theta_n} (u + m sum_{t<n} e^{-i Theta_t}) (``AngleSteps.accumulate_values``):
     returns (sum_{t=0}^{n-1} cos Theta_t, sum_{t=0}^{n-1} sin Theta_t, Theta_n), each (batch, p), Theta_0 = 0.
     """
     cum = torch.cumsum(theta, dim=1)

@@ -88,8 +88,8 @@ def _ratio(name: str, fast: float, base: float, target: float | None, kind: str)
 def coherence_draws(family, n_steps: int, n_samples: int, seed: int, product: bool = False) -> None:
     """The ``family.sample`` calls of ``coherence`` (or, with ``product``, of ``mean_product_sq``)."""
     rng = np.random.default_rng(seed)
-    sizing = est.product_floats if product else est.path_floats
-    per_sample = sizing(est.step_form(family), family.dim, n_steps)
+    form = est.step_form(family)
+    per_sample = form.product_floats(family.dim, n_steps) if product else est.path_floats(form, family.dim, n_steps)
     for size in est.group_sizes(n_samples, least=4 if product else 2):
         for b in est.batches(size, per_sample):
             family.sample(rng, n_steps, b)

@@ -30,7 +30,7 @@ import numpy as np
 from .families import Family
 from .params import ParamError, ParamSpec, check_bool, check_int, field_error
 from .stats import first_crossing
-from .steps import AngleSteps, HouseholderSteps, from_complex_planes, to_complex_planes
+from .steps import AngleSteps, DenseSteps, accumulate_angle_values
 
 #: memory budget for one batch of path samples, in float64 numbers
 BATCH_BUDGET = 2_000_000
@@ -196,40 +196,23 @@ def batches(size: int, per_sample: int) -> Iterator[int]:
         yield min(step, size - start)
 
 
-def stored_floats(form: str, d: int) -> int:
-    """float64 numbers one step of a step form stores: ``"angle"`` d/2 angles (at least 1), ``"householder"`` a
-    direction d, ``"dense"`` a d x d matrix."""
-    return {"angle": max(1, d // 2), "householder": d, "dense": d * d}[form]
+def step_form(family: Family) -> type:
+    """The step form class ``family.sample`` returns, as its class declares it (``FORM``: ``AngleSteps`` for rope,
+    so2-accumulated and nope, ``HouseholderSteps`` for Householder, ``DenseSteps`` for the other built-ins) and,
+    conservatively, ``DenseSteps`` for a user family (whose real form ``measure.resolve_job`` reads from its
+    first sample).  Sizes are asked of it (``floats_per_step``, ``product_floats``)."""
+    return getattr(type(family), "FORM", DenseSteps)
 
 
-def step_form(family: Family) -> str:
-    """The step form ``family.sample`` returns: ``"angle"`` for rope, so2-accumulated and nope,
-    ``"householder"`` for Householder, ``"dense"`` for the other built-ins and, conservatively, any user family
-    (whose real form ``measure.plan_measurement`` reads from its first sample)."""
-    from .families import Householder, NoPE, Rope, SO2Accumulated
-
-    if isinstance(family, (Rope, SO2Accumulated, NoPE)):
-        return "angle"
-    return "householder" if isinstance(family, Householder) else "dense"
-
-
-def path_floats(form: str, d: int, n_steps: int) -> int:
+def path_floats(form: type, d: int, n_steps: int) -> int:
     """Memory of one sample of a length-n path of a step form, in float64 numbers: its vectors (n+1) d or its
-    steps n ``stored_floats``, the larger (so a dense family's draws stay within the budget too)."""
-    return max((n_steps + 1) * d, n_steps * stored_floats(form, d))
+    steps n ``form.floats_per_step``, the larger (so a dense family's draws stay within the budget too)."""
+    return max((n_steps + 1) * d, n_steps * form.floats_per_step(d))
 
 
-def path_chunk(form: str, d: int) -> int:
-    """Steps of a path drawn at once by ``bilinear_path`` (one sample): BATCH_BUDGET / max(d, stored_floats)."""
-    return max(1, BATCH_BUDGET // max(d, stored_floats(form, d)))
-
-
-def product_floats(form: str, d: int, n_steps: int) -> int:
-    """Memory of one sample in ``mean_product_sq``, in float64 numbers: the transport of d basis vectors,
-    (n+1) d^2, or for the angle form the angles with their cumulative sums and sines, 3 n d/2."""
-    if form == "angle":
-        return max(3 * n_steps * d // 2, 1)
-    return (n_steps + 1) * d * d
+def path_chunk(form: type, d: int) -> int:
+    """Steps of a path drawn at once by ``bilinear_path`` (one sample): BATCH_BUDGET / max(d, floats_per_step)."""
+    return max(1, BATCH_BUDGET // max(d, form.floats_per_step(d)))
 
 
 def grouped_sums(draw: Callable[[int], np.ndarray], n_samples: int, per_sample: int,
@@ -336,10 +319,11 @@ def bilinear_path(family: Family, rng: np.random.Generator, n_steps: int, batch:
         m = min(per_chunk, n_steps - start)
         steps = family.sample(rng, m, batch)
         steps = steps.transposed() if transposed else steps
-        if isinstance(steps, AngleSteps) and start == 0:
+        angles = steps.angles()
+        if angles is not None and start == 0:
             theta = torch.zeros((batch, family.dim // 2), dtype=torch.float64)
-        if isinstance(steps, AngleSteps) and theta is not None:
-            y, theta = bt.far_logits(bt.as_tensor(steps.theta), theta, *coef)
+        if angles is not None and theta is not None:
+            y, theta = bt.far_logits(bt.as_tensor(angles), theta, *coef)
             y = y.numpy()
         else:
             if theta is not None:  # a family that changed form mid-path: continue from the rotated k
@@ -419,10 +403,11 @@ def mean_product_sq(family: Family, n_steps: int, n_samples: int, rng: np.random
     work: list = []  # scratch tensors reused across the SO(2) batches (``_angle_cos_sin_sums``)
     for size in sizes:
         s, nrm, pl, rot = 0.0, 0.0, 0.0, 0
-        for b in batches(size, product_floats(step_form(family), d, n_steps)):
+        for b in batches(size, step_form(family).product_floats(d, n_steps)):
             steps = family.sample(rng, n_steps, b)
-            if isinstance(steps, AngleSteps):
-                pl = pl + _angle_cos_sin_sums(steps.theta, work)
+            angles = steps.angles()
+            if angles is not None:
+                pl = pl + _angle_cos_sin_sums(angles, work)
                 rot += b
             else:
                 paths = np.stack([steps.transport(np.broadcast_to(eye[c], (b, d))) for c in range(d)], axis=-1)
@@ -586,11 +571,11 @@ def score_gap(family: Family, offset: int, n_samples: int, rng: np.random.Genera
         hist_counts=counts, hist_edges=edges, dim=d, offset=offset)
 
 
-def stream_floats(form: str, d: int, chunk: int, largest: int) -> int:
+def stream_floats(form: type, d: int, chunk: int, largest: int) -> int:
     """Memory of one sample of a streaming estimator, in float64 numbers: one chunk of min(chunk, largest far
     size) steps, each holding the larger of the step's storage and ~4 d working numbers (transported query,
     logits, carried state).  The batch of samples streamed together is ``batches(n, stream_floats(...))``."""
-    return min(chunk, largest) * max(4 * d, stored_floats(form, d))
+    return min(chunk, largest) * max(4 * d, form.floats_per_step(d))
 
 
 def _check_sizes(name: str, sizes: Sequence[int]) -> np.ndarray:
@@ -693,13 +678,14 @@ def _score_source(family: Family, rng: np.random.Generator, q: np.ndarray, k: np
                 theta = draw(n, b)
             else:
                 steps = family.sample(rng, n, b)
-                if not isinstance(steps, AngleSteps) or state["x"] is not None:
+                theta = steps.angles()
+                if theta is None or state["x"] is not None:
                     if state["x"] is None:
                         state["x"] = np.broadcast_to(q, (b, family.dim))
                     path = steps.transposed().transport(state["x"])
                     state["x"] = path[:, -1]
                     return torch.from_numpy(np.ascontiguousarray(path[:, 1:] @ k))
-                theta = bt.as_tensor(steps.theta)
+                theta = bt.as_tensor(theta)
             y, state["theta"] = bt.far_logits(theta, state["theta"], coef_abs, coef_arg)
             return y
 
@@ -737,50 +723,13 @@ def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: 
                 if not value_rotation:
                     u = u + n * m
                 elif draw is not None:
-                    u = _accumulate_angle_values(draw(n, b), u, m)
+                    u = accumulate_angle_values(draw(n, b), u, m)
                 else:
-                    u = _accumulate_values(family.sample(rng, n, b), u, m)
+                    u = family.sample(rng, n, b).accumulate_values(u, m)
                 done += n
             out.append(np.sum((u / target) ** 2, axis=1))
         moments.add(np.array(out).T)
     return FarResidualEstimate(moments.mean, moments.stderr(), moments.n, far_sizes=sizes, value_rotation=value_rotation)
-
-
-def _accumulate_values(steps, u: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """U_t = A_t (U_{t-1} + m) over the chunk's steps, from U_0 = u; returns the last U, (batch, d).
-
-    SO(2) steps take ``_accumulate_angle_values``, Householder steps their rank-one update; anything else a
-    dense loop over steps.
-    """
-    if isinstance(steps, AngleSteps):
-        from .backend_torch import as_tensor
-
-        return _accumulate_angle_values(as_tensor(steps.theta), u, m)
-    if isinstance(steps, HouseholderSteps):  # A_t x = x - beta_t w_t (w_t . x): O(d) per step, no dense matrix
-        w, beta = steps.step_major()
-        u = u + 0.0  # a fresh array, updated in place below
-        for t in range(steps.n_steps):
-            u += m
-            u -= (beta[t] * np.einsum("bd,bd->b", w[t], u))[:, None] * w[t]
-        return u
-    mats = steps.dense()
-    for t in range(steps.n_steps):
-        u = np.einsum("bij,bj->bi", mats[:, t], u + m)
-    return u
-
-
-def _accumulate_angle_values(theta, u: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """The recurrence U_t = A_t (U_{t-1} + m) for block-SO(2) steps with angles theta (batch, n, p) (a tensor).
-
-    Planewise U_n = e^{i Theta_n} (u + m sum_{t<n} e^{-i Theta_t}), Theta_t = theta_1 + .. + theta_t, Theta_0 = 0;
-    the sums C = sum cos Theta_t, S = sum sin Theta_t come from ``backend_torch.value_sums`` (on theta's device)
-    and sum e^{-i Theta_t} = C - i S.
-    """
-    from .backend_torch import value_sums
-
-    c_sum, s_sum, end = (t.cpu().numpy() for t in value_sums(theta))
-    total = to_complex_planes(u) + to_complex_planes(m) * (c_sum - 1j * s_sum)
-    return from_complex_planes(np.exp(1j * end) * total)
 
 
 def drift(family: Family, n_steps: int, rng: np.random.Generator) -> dict:

@@ -102,6 +102,7 @@ class Rope(BuiltinFamily):
     (``conventions``).  Su et al., "RoFormer: Enhanced Transformer with Rotary Position Embedding", 2021."""
 
     name: ClassVar[str] = "rope"
+    FORM: ClassVar[type] = AngleSteps
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (_DIM_EVEN, BASE)
 
     def sample(self, rng: np.random.Generator, n_steps: int, batch: int) -> AngleSteps:
@@ -126,6 +127,7 @@ class SO2Accumulated(BuiltinFamily):
     this family's too), so a path of n steps rotates plane b by the sum of its n angles."""
 
     name: ClassVar[str] = "so2-accumulated"
+    FORM: ClassVar[type] = AngleSteps
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
         _DIM_EVEN,
         ParamSpec("law", "choice", "gaussian", "angle law (simulations.laws)", choices=tuple(LAWS)),
@@ -172,6 +174,7 @@ class Householder(BuiltinFamily):
     Householder Transformations", 2025."""
 
     name: ClassVar[str] = "householder"
+    FORM: ClassVar[type] = HouseholderSteps
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
         _DIM_ANY,
         ParamSpec("beta", "float", 1.0, "strength (2 = exact reflection)", lo=0.0, hi=2.0),
@@ -221,6 +224,7 @@ class Haar(BuiltinFamily):
     Drawn by QR of a Gaussian matrix with the sign fix (``haar_orthogonal``; Mezzadri 2007)."""
 
     name: ClassVar[str] = "haar"
+    FORM: ClassVar[type] = DenseSteps
     # each step is a d x d QR (d^3): at d = 4096 one step takes tens of seconds and Ctrl-C could not be honoured
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
         dataclasses.replace(_DIM_ANY, hi=1024),
@@ -239,6 +243,7 @@ class Givens(BuiltinFamily):
     A_t = I except A_ii = A_jj = cos(angle), A_ji = -A_ij = sin(angle), with i != j uniform."""
 
     name: ClassVar[str] = "givens"
+    FORM: ClassVar[type] = DenseSteps
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
         ParamSpec("dim", "int", 16, "dimension d", lo=2, hi=4096),
         ParamSpec("sigma", "float", 1.0, "angle standard deviation (uniform plane angle to 1e-200 well before 1e3)",
@@ -265,6 +270,7 @@ class LieWalk(BuiltinFamily):
     A random walk on SO(d) whose steps are near I for small sigma."""
 
     name: ClassVar[str] = "lie-walk"
+    FORM: ClassVar[type] = DenseSteps
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
         ParamSpec("dim", "int", 8, "dimension d", lo=2, hi=1024),
         ParamSpec("sigma", "float", 0.3, "scale of the skew generator (expm rounding grows with sigma sqrt(d); "
@@ -282,6 +288,7 @@ class NoPE(BuiltinFamily):
     """A_t = I: no transport (NoPE; with an ALiBi bias, the ALiBi baseline)."""
 
     name: ClassVar[str] = "nope"
+    FORM: ClassVar[type] = AngleSteps
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (_DIM_EVEN,)
 
     def sample(self, rng: np.random.Generator, n_steps: int, batch: int) -> AngleSteps:

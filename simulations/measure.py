@@ -19,10 +19,10 @@ import numpy as np
 from tqdm import tqdm
 
 from . import estimators as est
-from .families import FAMILIES, BuiltinFamily, Family, family_name, family_params, make_family
+from .families import FAMILIES, BuiltinFamily, Family, Steps, family_name, family_params, make_family
 from .params import MAX_MEMORY_BYTES, ParamError, ParamSpec, check_memory, check_seed, resolve
 from .results import NonFiniteError, jsonable, make_record
-from .userfamily import SampleReport, check_sample
+from .userfamily import SampleReport, first_sample, sample_report
 
 _SAMPLES = lambda default: ParamSpec("samples", "int", default, "Monte Carlo samples", lo=2, hi=est.MAX_SAMPLES)  # noqa: E731
 
@@ -110,14 +110,11 @@ def _drift(f: Family, o: dict, rng: np.random.Generator) -> dict:
 # path per batch, within one of min(16, samples) groups) and count every array alive at the peak, in fp64
 # numbers; tests/test_robustness_memory.py holds them against tracemalloc's measured peak on small runs.
 
-#: the memory model's name for each step form class
-FORM_NAMES = {"AngleSteps": "angle", "HouseholderSteps": "householder", "DenseSteps": "dense"}
-
-
-def sample_numbers(form: str, d: int) -> int:
-    """fp64 numbers alive per step and sequence while a step form is sampled: the angles d/2, Householder
-    w and its Gaussian draw 2d + 1, dense matrices with their sampling temporaries (QR / expm) 4 d^2."""
-    return {"angle": d // 2 or 1, "householder": 2 * d + 1, "dense": 4 * d * d}[form]
+def sample_numbers(form: type, d: int) -> int:
+    """fp64 numbers alive per step and sequence while a step form (a ``Steps`` class, by its ``form_name``) is
+    sampled: the angles d/2, Householder w and its Gaussian draw 2d + 1, dense matrices with their sampling
+    temporaries (QR / expm) 4 d^2."""
+    return {"angle": d // 2 or 1, "householder": 2 * d + 1, "dense": 4 * d * d}[form.form_name]
 
 
 def batch_size(per_sample: int, available: int) -> int:
@@ -130,7 +127,7 @@ def group_size(samples: int) -> int:
     return -(-samples // min(16, samples))
 
 
-def _path_memory(option: str, n: int, samples_per_batch: int, d: int, form: str, copies: int = 1) -> dict[str, float]:
+def _path_memory(option: str, n: int, samples_per_batch: int, d: int, form: type, copies: int = 1) -> dict[str, float]:
     """A batch of b sequences of n steps read by a bilinear form (``estimators.bilinear_path``): b is sized by
     the whole path's numbers (``estimators.path_floats``), and a path longer than ``estimators.path_chunk``
     steps is drawn in chunks of that many; per chunk step the draws (``copies`` of them, with their sampling
@@ -140,38 +137,38 @@ def _path_memory(option: str, n: int, samples_per_batch: int, d: int, form: str,
     return {option: b * (chunk + 1) * (copies * sample_numbers(form, d) + 4 * d)}
 
 
-def _grouped_memory(option: str, n: int, samples: int, d: int, form: str, copies: int = 1) -> dict[str, float]:
+def _grouped_memory(option: str, n: int, samples: int, d: int, form: type, copies: int = 1) -> dict[str, float]:
     """``estimators.grouped_sums``: one batch of paths (``_path_memory``) folded into running group sums
     (the sample count changes nothing beyond one batch)."""
     return _path_memory(option, n, group_size(samples), d, form, copies)
 
 
-def _memory_coherence(o: dict, d: int, form: str) -> dict[str, float]:
+def _memory_coherence(o: dict, d: int, form: type) -> dict[str, float]:
     return _grouped_memory("steps", o["steps"], o["samples"], d, form)
 
 
-def _memory_window(o: dict, d: int, form: str) -> dict[str, float]:
+def _memory_window(o: dict, d: int, form: type) -> dict[str, float]:
     return _grouped_memory("context", o["context"], o["samples"], d, form, copies=2)  # + transposed
 
 
-def _memory_score_gap(o: dict, d: int, form: str) -> dict[str, float]:
+def _memory_score_gap(o: dict, d: int, form: type) -> dict[str, float]:
     """One batch of paths at a time, folded into running moments and histogram counts."""
     return _path_memory("offset", o["offset"], o["samples"], d, form)
 
 
-def _memory_product_norm(o: dict, d: int, form: str) -> dict[str, float]:
-    """A batch of b samples sized by ``estimators.product_floats``.  Angle form: the angles, their cumulative
+def _memory_product_norm(o: dict, d: int, form: type) -> dict[str, float]:
+    """A batch of b samples sized by ``form.product_floats``.  Angle form: the angles, their cumulative
     sums and sines (b, n, d/2 each) and the 16 groups' plane sums (2, n, d/2), twice while the jackknife runs.
     Other forms: d transports (b, n+1, d, d): the list, its stack and the square; per-group sums
     (16 + 2) x (n+1) d^2 kept, twice while the jackknife runs."""
     n = o["steps"]
-    b = batch_size(est.product_floats(form, d, n), group_size(o["samples"]))
-    if form == "angle":
+    b = batch_size(form.product_floats(d, n), group_size(o["samples"]))
+    if form.form_name == "angle":
         return {"steps": b * n * (sample_numbers(form, d) + d) + 40 * n * d}
     return {"steps": b * (n + 1) * (sample_numbers(form, d) + 5 * d * d) + 40 * (n + 1) * d * d}
 
 
-def _memory_streamed(o: dict, d: int, form: str) -> dict[str, float]:
+def _memory_streamed(o: dict, d: int, form: type) -> dict[str, float]:
     """near-weight / far-residual: b sequences of one chunk (min(chunk, n_max) steps) at a time, as steps and
     three (b, chunk, d) working arrays; each batch's rows of ``points`` results folded into running moments."""
     c = min(o["chunk"], o["n_max"])
@@ -179,11 +176,11 @@ def _memory_streamed(o: dict, d: int, form: str) -> dict[str, float]:
     return {"chunk": b * c * (2 * sample_numbers(form, d) + 3 * d + 1)}
 
 
-def _memory_drift(o: dict, d: int, form: str) -> dict[str, float]:
+def _memory_drift(o: dict, d: int, form: type) -> dict[str, float]:
     """One chunk of at most max(1, BATCH_BUDGET / d^2) steps at a time (``estimators.drift``), held as matrices:
     sampled, its dense form, an fp64 and an fp32 copy."""
     chunk = min(o["steps"], max(1, est.BATCH_BUDGET // (d * d)))
-    dense = 0 if form == "dense" else d * d
+    dense = 0 if form.form_name == "dense" else d * d
     return {"steps": chunk * (sample_numbers(form, d) + dense + 1.5 * d * d)}
 
 
@@ -237,12 +234,13 @@ class ProgressFamily:
         return steps
 
 
-def resolve_job(quantity: str, family: str, family_args: dict, options: dict) -> tuple[Quantity, Family, dict]:
-    """Validate a job before running it: known quantity, valid family parameters, valid options, and for a
-    built-in family an estimated peak memory within ``MAX_MEMORY_BYTES`` (``check_job_memory``).
-
-    A user family is only imported and constructed here; its first sample and memory are checked by
-    ``plan_measurement`` (which sweeps also call for every grid point before any job runs).
+def resolve_job(quantity: str, family: str, family_args: dict,
+                options: dict) -> tuple[Quantity, Family, dict, Steps]:
+    """Validate a job before running it: known quantity, valid family parameters, valid options, the family's
+    first sample (``userfamily.first_sample``, a built-in exactly as a user family; sweeps call this for every
+    grid point before any job runs) and an estimated peak memory for the step form that sample has within
+    ``MAX_MEMORY_BYTES`` (``check_job_memory``; for a built-in, whose class declares its form, also before the
+    draw).  Returns the quantity, family, resolved options and that sample.
     """
     if quantity not in QUANTITIES:
         raise ParamError(f"unknown quantity {quantity!r}; known: {', '.join(QUANTITIES)}")
@@ -253,9 +251,12 @@ def resolve_job(quantity: str, family: str, family_args: dict, options: dict) ->
     fam = make_family(family, **family_args)
     if opts.get("device", "numpy") != "numpy":
         check_torch_device(fam, opts["device"])
-    if isinstance(fam, BuiltinFamily):  # a user family's form is read from its checked first sample
-        check_job_memory(q, fam, opts, est.step_form(fam))
-    return q, fam, opts
+    declared = getattr(type(fam), "FORM", None)  # a built-in's class names its form: too large work is refused
+    if declared is not None:                    # from the estimate before anything is drawn
+        check_job_memory(q, fam, opts, declared)
+    steps = first_sample(fam, family)
+    check_job_memory(q, fam, opts, type(steps))
+    return q, fam, opts, steps
 
 
 def check_torch_device(family: Family, device: str) -> None:
@@ -270,13 +271,13 @@ def check_torch_device(family: Family, device: str) -> None:
         raise ParamError(f"--opt device={device}: {err}") from None
 
 
-def peak_memory(quantity: str, options: dict, dim: int, form: str) -> dict[str, float]:
+def peak_memory(quantity: str, options: dict, dim: int, form: type) -> dict[str, float]:
     """Estimated peak memory in bytes of ``quantity`` with resolved ``options`` at dimension ``dim`` for a
-    family of step ``form``, split by the option that drives each part: {option: bytes}."""
+    family of step ``form`` (a ``Steps`` class), split by the option that drives each part: {option: bytes}."""
     return {k: 8.0 * v for k, v in QUANTITIES[quantity].memory(options, dim, form).items()}
 
 
-def check_job_memory(q: Quantity, family: Family, opts: dict, form: str) -> None:
+def check_job_memory(q: Quantity, family: Family, opts: dict, form: type) -> None:
     """Refuse a job whose ``peak_memory`` exceeds ``MAX_MEMORY_BYTES``, naming the option driving most of it
     and the largest value of it that fits (found by bisection: memory does not decrease as the option grows),
     or a smaller dim if none does."""
@@ -340,15 +341,11 @@ class Plan:
 
 def plan_measurement(quantity: str, family: str, family_args: dict | None = None, options: dict | None = None,
                      seed: int = 0) -> Plan:
-    """Every check that can be made before any work: ``resolve_job``, the seed, and for a user family its
-    first sample (``userfamily.check_sample``) and the memory its step form needs."""
+    """Every check that can be made before any work: the seed and ``resolve_job`` (the first sample and the
+    memory its step form needs).  A user family's plan also holds what that sample showed (``family_check``)."""
     seed = check_seed(seed)
-    q, fam, opts = resolve_job(quantity, family, family_args or {}, options or {})
-    report = None
-    if not isinstance(fam, BuiltinFamily):
-        report = check_sample(fam, family)
-        check_job_memory(q, fam, opts, FORM_NAMES[report.form])
-    return Plan(q, fam, opts, seed, report)
+    q, fam, opts, steps = resolve_job(quantity, family, family_args or {}, options or {})
+    return Plan(q, fam, opts, seed, None if isinstance(fam, BuiltinFamily) else sample_report(steps))
 
 
 def run_plan(plan: Plan, progress: bool = False) -> dict:

@@ -10,15 +10,22 @@ structured form, and knows three accumulations (fast paths), each with a plain f
 * ``dense()``:       the step matrices themselves, shape (batch, n, d, d) (the reference representation).
 
 Forms: ``AngleSteps`` (block-diagonal SO(2), interleaved planes, see ``conventions``),
-``HouseholderSteps`` (I - beta w w^T) and ``DenseSteps`` (anything else, e.g. a user family).
+``HouseholderSteps`` (I - beta w w^T) and ``DenseSteps`` (anything else, e.g. a user family).  Each form owns its
+algebra -- one step applied to a block of vectors (``apply``), the sandwich A X A^T, its second-moment operator
+(``pair_operator``, ``simulations.pairs``), the value recurrence, orthogonality, storage sizes and the shapes of its
+arrays -- so callers ask the form and never test its type.  The base ``StepShape`` gives the dense route, which
+every form supports through ``dense()``; a list of chunks of mixed forms takes it (``common_form``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
+
+from .pairs import AnglePair, DensePair, HouseholderPair
+from .scans import as_batch_sequence, mask_upper, chunked_scores, householder_scores
 
 
 def _as_batch_vectors(x: np.ndarray, batch: int, dim: int, name: str) -> np.ndarray:
@@ -28,22 +35,6 @@ def _as_batch_vectors(x: np.ndarray, batch: int, dim: int, name: str) -> np.ndar
     if x.shape != (batch, dim):
         raise ValueError(f"{name} must have shape ({dim},) or ({batch}, {dim}), got {x.shape}")
     return x
-
-
-def _as_batch_sequence(x: np.ndarray, batch: int, n: int, dim: int, name: str) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float64)
-    if x.shape == (n, dim):
-        x = np.broadcast_to(x, (batch, n, dim))
-    if x.shape != (batch, n, dim):
-        raise ValueError(f"{name} must have shape ({n}, {dim}) or ({batch}, {n}, {dim}), got {x.shape}")
-    return x
-
-
-def _mask_upper(s: np.ndarray) -> np.ndarray:
-    """Set entries with j > i to NaN: they are not defined under the causal score convention."""
-    upper = np.triu(np.ones(s.shape[-2:], dtype=bool), 1)
-    s[..., upper] = np.nan
-    return s
 
 
 def to_complex_planes(x: np.ndarray) -> np.ndarray:
@@ -61,9 +52,13 @@ def from_complex_planes(z: np.ndarray) -> np.ndarray:
 
 class StepShape:
     """The shape of a step form: ``batch`` sequences of ``n_steps`` steps, each d x d with d = ``dim``, read from
-    the form's first field, an array (batch, n_steps, d / DIMS_PER_ENTRY, ...)."""
+    the form's first field, an array (batch, n_steps, d / DIMS_PER_ENTRY, ...).
+
+    The methods below are the dense route (through ``dense()``, O(d^2) or O(d^3) per step); a structured form
+    overrides those it does faster.  ``form_name`` is the form's short name (records, memory model)."""
 
     DIMS_PER_ENTRY: ClassVar[int] = 1
+    form_name: ClassVar[str] = "dense"
 
     def _leading(self) -> np.ndarray:
         return getattr(self, fields(self)[0].name)
@@ -80,6 +75,86 @@ class StepShape:
     def dim(self) -> int:
         return self.DIMS_PER_ENTRY * self._leading().shape[2]
 
+    # --- sizes (float64 numbers), asked of the form class before any step is drawn ---------------------------
+
+    @classmethod
+    def floats_per_step(cls, d: int) -> int:
+        """float64 numbers one step stores: a d x d matrix."""
+        return d * d
+
+    @classmethod
+    def product_floats(cls, d: int, n_steps: int) -> int:
+        """Memory of one sample in ``estimators.mean_product_sq``: the transport of d basis vectors, (n+1) d^2."""
+        return (n_steps + 1) * d * d
+
+    # --- the steps' arrays --------------------------------------------------------------------------------
+
+    def array_shapes(self, lead: tuple[int, int], d: int) -> dict[str, tuple[int, ...]]:
+        """The shape each array field must have for ``lead`` = (batch, n_steps) and dim d, by field name."""
+        return {"a": lead + (d, d)}
+
+    def take(self, index: slice) -> Any:
+        """The sequences ``index`` (a slice of the batch axis), in the same form."""
+        return type(self)(*(getattr(self, f.name)[index] for f in fields(self)))
+
+    def angles(self) -> np.ndarray | None:
+        """The angles theta (batch, n_steps, d/2) of a block-SO(2) form; None for the other forms (their matrices
+        may still be block rotations: ``theory.lattice`` reads angles from them)."""
+        return None
+
+    # --- one step at a time ----------------------------------------------------------------------------------
+
+    def apply(self, t: int, m: np.ndarray) -> np.ndarray:
+        """A_t m for m of shape (batch, d, r), the dense product (O(d^2 r) per sequence)."""
+        return np.asarray(self.dense(), dtype=np.float64)[:, t] @ m
+
+    def sandwich(self, x: np.ndarray, adjoint: bool = False) -> np.ndarray:
+        """A_1 X A_1^T per sequence (or A_1^T X A_1 with ``adjoint``), x (d, d) or (batch, d, d) -> (batch, d, d).
+
+        A X A^T = (A (A X)^T)^T, two products by ``apply``."""
+        s = self.transposed() if adjoint else self
+        x = np.broadcast_to(x, (s.batch,) + x.shape[-2:])
+        y = s.apply(0, x)
+        return np.swapaxes(s.apply(0, np.swapaxes(y, 1, 2)), 1, 2)
+
+    def orthogonality_drift(self) -> np.ndarray:
+        """||A_t^T A_t - I||_F per sequence and step, (batch, n_steps): the matrix itself."""
+        a = np.asarray(self.dense(), dtype=np.float64)
+        return np.linalg.norm(np.swapaxes(a, -1, -2) @ a - np.eye(self.dim), axis=(-2, -1))
+
+    def sample_report(self, exact_dim: int) -> tuple[float, float]:
+        """(max_ij |(A^T A - I)_ij|, max ||A||_2) over every step: ||A||_2 from eigvalsh(A^T A) for d <= exact_dim,
+        above it the bound ||A||_2^2 = lambda_max(A^T A) <= 1 + ||A^T A - I||_2 <= 1 + d max|A^T A - I|."""
+        d = self.dim
+        a = np.asarray(self.dense()).astype(np.float64)
+        gram = np.swapaxes(a, -1, -2) @ a
+        ortho = float(np.max(np.abs(gram - np.eye(d))))
+        if d <= exact_dim:
+            return ortho, float(np.sqrt(np.max(np.linalg.eigvalsh(gram))))
+        return ortho, float(np.sqrt(1.0 + d * ortho))
+
+    def accumulate_values(self, u: np.ndarray, m: np.ndarray) -> np.ndarray:
+        """U_t = A_t (U_{t-1} + m) over the steps, from U_0 = u (batch, d); returns the last U, (batch, d).
+        Dense: a loop of matrix-vector products."""
+        mats = self.dense()
+        for t in range(self.n_steps):
+            u = np.einsum("bij,bj->bi", mats[:, t], u + m)
+        return u
+
+    # --- sampled single steps (chunks of sequences of one step) ------------------------------------------
+
+    @classmethod
+    def pair_operator(cls, chunks: list) -> DensePair | AnglePair | HouseholderPair:
+        """The sample operator X -> mean_i A_i X A_i^T of the single steps in ``chunks`` (``simulations.pairs``),
+        in the cheapest form this form allows: dense here (any chunks, through ``dense()``)."""
+        return DensePair(chunks)
+
+
+def common_form(chunks: list) -> type:
+    """The form class shared by every chunk, or ``DenseSteps`` (the route every form supports) when they differ."""
+    form = type(chunks[0])
+    return form if all(type(c) is form for c in chunks) else DenseSteps
+
 
 @dataclass(frozen=True)
 class AngleSteps(StepShape):
@@ -92,6 +167,53 @@ class AngleSteps(StepShape):
     theta: np.ndarray
 
     DIMS_PER_ENTRY: ClassVar[int] = 2  # theta[..., b] rotates the plane (2b, 2b+1)
+    form_name: ClassVar[str] = "angle"
+
+    @classmethod
+    def floats_per_step(cls, d: int) -> int:
+        """d/2 angles (at least 1)."""
+        return max(1, d // 2)
+
+    @classmethod
+    def product_floats(cls, d: int, n_steps: int) -> int:
+        """The angles with their cumulative sums and sines, 3 n d/2 per sample (``estimators.mean_product_sq``)."""
+        return max(3 * n_steps * d // 2, 1)
+
+    def array_shapes(self, lead: tuple[int, int], d: int) -> dict[str, tuple[int, ...]]:
+        if d % 2:
+            raise ValueError(f"AngleSteps need an even dim (SO(2) planes), got dim = {d}")
+        return {"theta": lead + (d // 2,)}
+
+    def angles(self) -> np.ndarray:
+        return self.theta
+
+    def apply(self, t: int, m: np.ndarray) -> np.ndarray:
+        """A_t m for m (batch, d, r): rows (2b, 2b+1) of m rotated by theta_tb, O(d r) per sequence."""
+        rot = np.exp(1j * self.theta[:, t])[:, :, None]
+        z = rot * (m[:, 0::2, :] + 1j * m[:, 1::2, :])
+        out = np.empty_like(m, dtype=float)
+        out[:, 0::2, :], out[:, 1::2, :] = z.real, z.imag
+        return out
+
+    def orthogonality_drift(self) -> np.ndarray:
+        """A^T A - I = diag_b (cos^2 + sin^2 - 1) I_2, so sqrt(2 sum_b (c_b^2 + s_b^2 - 1)^2) as evaluated in floating
+        point, (batch, n_steps)."""
+        err = np.cos(self.theta) ** 2 + np.sin(self.theta) ** 2 - 1.0
+        return np.sqrt(2.0 * np.sum(err**2, axis=-1))
+
+    def sample_report(self, exact_dim: int) -> tuple[float, float]:
+        """Rotations by construction: (0, 1)."""
+        return 0.0, 1.0
+
+    def accumulate_values(self, u: np.ndarray, m: np.ndarray) -> np.ndarray:
+        """Planewise in closed form (``accumulate_angle_values``)."""
+        from .backend_torch import as_tensor  # torch on first use
+
+        return accumulate_angle_values(as_tensor(self.theta), u, m)
+
+    @classmethod
+    def pair_operator(cls, chunks: list) -> AnglePair:
+        return AnglePair(chunks)
 
     def dense(self) -> np.ndarray:
         c, s = np.cos(self.theta), np.sin(self.theta)
@@ -131,12 +253,12 @@ class AngleSteps(StepShape):
 
     def scores(self, q: np.ndarray, k: np.ndarray) -> np.ndarray:
         """s_ij = (R(-Theta_i) q_i) . (R(-Theta_j) k_j): R(Theta_i - Theta_j) = R(Theta_i) R(Theta_j)^T."""
-        q = _as_batch_sequence(q, self.batch, self.n_steps, self.dim, "q")
-        k = _as_batch_sequence(k, self.batch, self.n_steps, self.dim, "k")
+        q = as_batch_sequence(q, self.batch, self.n_steps, self.dim, "q")
+        k = as_batch_sequence(k, self.batch, self.n_steps, self.dim, "k")
         back = np.exp(-1j * np.cumsum(self.theta, axis=1))
         qr = from_complex_planes(back * to_complex_planes(q))
         kr = from_complex_planes(back * to_complex_planes(k))
-        return _mask_upper(qr @ kr.transpose(0, 2, 1))
+        return mask_upper(qr @ kr.transpose(0, 2, 1))
 
 
 @dataclass(frozen=True)
@@ -149,6 +271,42 @@ class HouseholderSteps(StepShape):
 
     w: np.ndarray
     beta: np.ndarray
+
+    form_name: ClassVar[str] = "householder"
+
+    @classmethod
+    def floats_per_step(cls, d: int) -> int:
+        """A direction w, d numbers."""
+        return d
+
+    def array_shapes(self, lead: tuple[int, int], d: int) -> dict[str, tuple[int, ...]]:
+        return {"w": lead + (d,), "beta": lead}
+
+    def orthogonality_drift(self) -> np.ndarray:
+        """A^T A - I = (beta^2 |w|^2 - 2 beta) w w^T, Frobenius norm |beta^2 |w|^2 - 2 beta| |w|^2, (batch, n_steps)."""
+        w2 = np.sum(self.w**2, axis=-1)
+        return np.abs(self.beta**2 * w2 - 2.0 * self.beta) * w2
+
+    def sample_report(self, exact_dim: int) -> tuple[float, float]:
+        """A = I - b w w^T: singular values 1 (d - 1 times) and |1 - b |w|^2|; A^T A - I = b (b |w|^2 - 2) w w^T."""
+        w, beta = self.w.astype(np.float64), self.beta.astype(np.float64)
+        sq = np.sum(w * w, axis=-1)
+        ortho = float(np.max(np.abs(beta * (beta * sq - 2.0)) * np.max(w * w, axis=-1)))
+        top = float(max(1.0, np.max(np.abs(1.0 - beta * sq)))) if self.dim > 1 else float(np.max(np.abs(1.0 - beta * sq)))
+        return ortho, top
+
+    def accumulate_values(self, u: np.ndarray, m: np.ndarray) -> np.ndarray:
+        """A_t x = x - beta_t w_t (w_t . x): O(d) per step, no dense matrix; steps read step-major."""
+        w, beta = self.step_major()
+        u = u + 0.0  # a fresh array, updated in place below
+        for t in range(self.n_steps):
+            u += m
+            u -= (beta[t] * np.einsum("bd,bd->b", w[t], u))[:, None] * w[t]
+        return u
+
+    @classmethod
+    def pair_operator(cls, chunks: list) -> HouseholderPair:
+        return HouseholderPair(chunks)
 
     def dense(self) -> np.ndarray:
         eye = np.eye(self.dim)
@@ -213,10 +371,6 @@ class DenseSteps(StepShape):
     def transposed(self) -> "DenseSteps":
         return DenseSteps(np.swapaxes(self.a, -1, -2))
 
-    def apply(self, t: int, m: np.ndarray) -> np.ndarray:
-        """A_t m for m of shape (batch, d, r)."""
-        return self.a[:, t] @ m
-
     def transport(self, x: np.ndarray) -> np.ndarray:
         x = _as_batch_vectors(x, self.batch, self.dim, "x")
         out = np.empty((self.batch, self.n_steps + 1, self.dim))
@@ -236,74 +390,15 @@ class DenseSteps(StepShape):
         return chunked_scores(self, q, k, chunk)
 
 
-def chunked_scores(steps: HouseholderSteps | DenseSteps, q: np.ndarray, k: np.ndarray, chunk: int | None = None) -> np.ndarray:
-    """All causal scores s_ij = q_i^T A_i ... A_{j+1} k_j by a chunked scan, O(T^2 d + T d^2) work.
+def accumulate_angle_values(theta: Any, u: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """The recurrence U_t = A_t (U_{t-1} + m) for block-SO(2) steps with angles theta (batch, n, p) (a tensor).
 
-    Tokens are cut into chunks [a, b) of size C (default C = d).  Carried state V (d x a) holds the earlier
-    keys transported to token a-1: V[:, j] = A_{a-1} ... A_{j+1} k_j.  Inside the chunk one matrix
-    M = [L | K] is moved by each step: L_t = A_t ... A_a (prefix product) and K the chunk's own keys
-    transported to t.  Then for i in the chunk
-        s_ij = (L_i^T q_i)^T V[:, j]          (j < a, one matmul per chunk)
-        s_ij = q_i^T K_i[:, j - a]            (a <= j <= i)
-    and V <- [L_{b-1} V, K_{b-1}].  Each step A_t is applied through ``steps.apply`` (rank-1 for
-    Householder, a matmul otherwise), so no inverse of A is ever formed (contractive steps are fine).
+    Planewise U_n = e^{i Theta_n} (u + m sum_{t<n} e^{-i Theta_t}), Theta_t = theta_1 + .. + theta_t, Theta_0 = 0;
+    the sums C = sum cos Theta_t, S = sum sin Theta_t come from ``backend_torch.value_sums`` (on theta's device)
+    and sum e^{-i Theta_t} = C - i S.
     """
-    batch, t_len, d = steps.batch, steps.n_steps, steps.dim
-    q = _as_batch_sequence(q, batch, t_len, d, "q")
-    k = _as_batch_sequence(k, batch, t_len, d, "k")
-    c = chunk or max(d, 16)
-    out = np.full((batch, t_len, t_len), np.nan)
-    v = np.zeros((batch, d, 0))
-    eye = np.broadcast_to(np.eye(d), (batch, d, d))
-    for a in range(0, t_len, c):
-        b = min(a + c, t_len)
-        m = np.concatenate([eye, np.zeros((batch, d, b - a))], axis=2)
-        back_q = np.empty((batch, b - a, d))
-        for t in range(a, b):
-            m = steps.apply(t, m) if t > 0 else m
-            m[:, :, d + t - a] = k[:, t]
-            back_q[:, t - a] = np.einsum("bdr,bd->br", m[:, :, :d], q[:, t])
-            out[:, t, a : t + 1] = np.einsum("bd,bdr->br", q[:, t], m[:, :, d : d + t - a + 1])
-        if a > 0:
-            out[:, a:b, :a] = back_q @ v
-        v = np.concatenate([m[:, :, :d] @ v, m[:, :, d:]], axis=2)
-    return out
+    from .backend_torch import value_sums
 
-
-def householder_scores(steps: HouseholderSteps, q: np.ndarray, k: np.ndarray, chunk: int | None = None) -> np.ndarray:
-    """All causal PaTH scores by the compact-WY (UT) form of each chunk's product, O(T^2 d) in matmuls.
-
-    For a chunk [a, b) with rows W = (w_a .. w_{b-1}) and strengths beta (beta of token 0 is unused):
-        T = (I + diag(beta) tril(W W^T, -1))^{-1} diag(beta)          (C x C, lower triangular)
-    and the transport of any x by H_t ... H_a is x - sum_{s<=t} w_s (T W x)_s.  Because T is triangular, a
-    transport started inside the chunk uses T's trailing block, which gives, for i, j in the chunk,
-        S_in = tril(Q K^T) - tril(Q W^T) T tril(W K^T, -1),
-    for the earlier keys V (transported to a-1)
-        S_out = (Q - tril(Q W^T) T W) V,
-    and the carried state V <- [(I - W^T T W) V,  K^T - W^T T tril(W K^T, -1)].
-    The UT transform is the one behind DeltaNet / PaTH chunking (Yang et al. 2024; derivation here).
-    """
-    batch, t_len, d = steps.batch, steps.n_steps, steps.dim
-    q = _as_batch_sequence(q, batch, t_len, d, "q")
-    k = _as_batch_sequence(k, batch, t_len, d, "k")
-    c = chunk or max(2 * d, 32)
-    beta = steps.beta.copy()
-    beta[:, 0] = 0.0
-    out = np.empty((batch, t_len, t_len))
-    v = np.zeros((batch, d, 0))
-    for a in range(0, t_len, c):
-        b = min(a + c, t_len)
-        out[:, a:b, b:] = np.nan
-        w, bq, bk, be = steps.w[:, a:b], q[:, a:b], k[:, a:b], beta[:, a:b]
-        eye = np.eye(b - a)
-        wt = np.swapaxes(w, 1, 2)
-        m = eye + be[:, :, None] * np.tril(w @ wt, -1)
-        tri = np.linalg.solve(m, eye * be[:, None, :])
-        qw_t = np.tril(bq @ wt) @ tri
-        wk = np.tril(w @ np.swapaxes(bk, 1, 2), -1)
-        out[:, a:b, a:b] = _mask_upper(bq @ np.swapaxes(bk, 1, 2) - qw_t @ wk)
-        if a > 0:
-            out[:, a:b, :a] = (bq - qw_t @ w) @ v
-            v = v - wt @ (tri @ (w @ v))
-        v = np.concatenate([v, np.swapaxes(bk, 1, 2) - wt @ (tri @ wk)], axis=2)
-    return out
+    c_sum, s_sum, end = (t.cpu().numpy() for t in value_sums(theta))
+    total = to_complex_planes(u) + to_complex_planes(m) * (c_sum - 1j * s_sum)
+    return from_complex_planes(np.exp(1j * end) * total)

@@ -137,19 +137,15 @@ def sample_checked(family: Any, name: str, rng: np.random.Generator, n_steps: in
         steps = family.sample(rng, n_steps, batch)
     except (Exception, SystemExit) as err:  # user code: one line naming what failed
         raise ParamError(f"family {name}: {call} raised {type(err).__name__}: {err}") from None
-    if not isinstance(steps, FORMS):
+    if not isinstance(steps, FORMS):  # acceptance of the result as one of the accepted forms, not a dispatch
         raise ParamError(f"family {name}: sample() returned a {type(steps).__name__}; it must return a step form: "
                          "AngleSteps, HouseholderSteps or DenseSteps (accum.simulations.steps)")
-    lead = (batch, n_steps)
-    if isinstance(steps, AngleSteps):
-        if d % 2:
-            raise ParamError(f"family {name}: AngleSteps need an even dim (SO(2) planes), got dim = {d}")
-        _check_array(name, call, "theta", steps.theta, lead + (d // 2,))
-    elif isinstance(steps, HouseholderSteps):
-        _check_array(name, call, "w", steps.w, lead + (d,))
-        _check_array(name, call, "beta", steps.beta, lead)
-    else:
-        _check_array(name, call, "a", steps.a, lead + (d, d))
+    try:
+        shapes = steps.array_shapes((batch, n_steps), d)
+    except ValueError as err:  # a dim the form cannot hold
+        raise ParamError(f"family {name}: {err}") from None
+    for label, shape in shapes.items():
+        _check_array(name, call, label, getattr(steps, label), shape)
     return steps
 
 
@@ -186,25 +182,16 @@ class CheckedFamily:
         return repr(self.user_family)
 
 
+def first_sample(family: Any, name: str) -> Any:
+    """``family.sample(default_rng(0), 3, 2)`` drawn through ``sample_checked`` (module docstring)."""
+    return sample_checked(family, name, np.random.default_rng(0), CHECK_STEPS, CHECK_BATCH)
+
+
+def sample_report(steps: Any) -> SampleReport:
+    """What the theory assumes, measured on checked steps by their form (``Steps.sample_report``)."""
+    return SampleReport(type(steps).__name__, *steps.sample_report(SVD_DIM))
+
+
 def check_sample(family: Any, name: str) -> SampleReport:
-    """Draw ``family.sample(default_rng(0), 3, 2)`` through ``sample_checked`` (module docstring) and measure
-    what the theory assumes; returns the report."""
-    steps = sample_checked(family, name, np.random.default_rng(0), CHECK_STEPS, CHECK_BATCH)
-    d = int(family.dim)
-    if isinstance(steps, AngleSteps):
-        return SampleReport("AngleSteps", 0.0, 1.0)
-    if isinstance(steps, HouseholderSteps):
-        w, beta = steps.w.astype(np.float64), steps.beta.astype(np.float64)
-        # A = I - b w w^T: singular values 1 (d - 1 times) and |1 - b |w|^2|; A^T A - I = b (b |w|^2 - 2) w w^T
-        sq = np.sum(w * w, axis=-1)
-        ortho = float(np.max(np.abs(beta * (beta * sq - 2.0)) * np.max(w * w, axis=-1)))
-        top = float(max(1.0, np.max(np.abs(1.0 - beta * sq)))) if d > 1 else float(np.max(np.abs(1.0 - beta * sq)))
-        return SampleReport("HouseholderSteps", ortho, top)
-    a = steps.a.astype(np.float64)
-    gram = np.swapaxes(a, -1, -2) @ a
-    ortho = float(np.max(np.abs(gram - np.eye(d))))
-    if d <= SVD_DIM:
-        top = float(np.sqrt(np.max(np.linalg.eigvalsh(gram))))
-    else:  # ||A||_2^2 = lambda_max(A^T A) <= 1 + ||A^T A - I||_2 <= 1 + d max|A^T A - I|
-        top = float(np.sqrt(1.0 + d * ortho))
-    return SampleReport("DenseSteps", ortho, top)
+    """Draw the family's ``first_sample`` and measure what the theory assumes; returns the report."""
+    return sample_report(first_sample(family, name))

@@ -16,6 +16,7 @@ from accum.cli import main
 from accum.simulations.estimators import step_form
 from accum.simulations.measure import peak_memory, plan_measurement, run_plan
 from accum.simulations.params import MAX_MEMORY_BYTES, ParamError
+from accum.simulations.steps import HouseholderSteps
 
 CASES = [
     ("coherence", "so2-accumulated", {"dim": 16}, {"steps": 300, "samples": 400}),
@@ -91,7 +92,7 @@ def test_the_suggested_value_fits():
         plan_measurement("product-norm", "householder", {"dim": 1024}, {"steps": 2000})
     most = int(info.value.args[0].split("use steps <= ")[1].split()[0])
     plan = plan_measurement("product-norm", "householder", {"dim": 1024}, {"steps": most})   # fits at the suggestion
-    assert sum(peak_memory("product-norm", plan.options, 1024, "householder").values()) <= MAX_MEMORY_BYTES
+    assert sum(peak_memory("product-norm", plan.options, 1024, HouseholderSteps).values()) <= MAX_MEMORY_BYTES
 
 
 def test_haar_at_4096_is_refused_by_its_range():

@@ -20,7 +20,8 @@ from accum.simulations.params import ParamError, check_int, check_seed, integer_
 from accum.simulations.results import NonFiniteError, check_output_path, jsonable, make_record, reserve_output
 from accum.simulations.userfamily import check_sample
 
-from .checks import MAX_STEP_NUMBERS, MIN_DENSE_SAMPLES, check, format_report
+from .checks import check, format_report
+from .sampled import MAX_STEP_NUMBERS, MIN_DENSE_SAMPLES
 
 
 #: allowed ranges of the options (inclusive): the pair operator E[A (x) A] has d^4 entries and an SVD of size d^2

@@ -5,7 +5,7 @@ import pytest
 
 from accum.simulations import reference
 from accum.simulations.families import make_family
-from accum.simulations.steps import chunked_scores, householder_scores
+from accum.simulations.scans import chunked_scores, householder_scores
 
 CASES = [
     ("rope", {"dim": 6, "base": 7.0}),

@@ -18,8 +18,9 @@ from accum.simulations.families import make_family
 from accum.simulations.params import ParamError
 from accum.simulations.results import read_record
 from accum.simulations.stats import z_threshold
-from accum.simulations.steps import AngleSteps, DenseSteps, HouseholderSteps
-from accum.theory import checks, groups, householder
+from accum.simulations.pairs import AnglePair, householder_coherent_direction, householder_samples
+from accum.simulations.steps import AngleSteps, DenseSteps, HouseholderSteps, common_form
+from accum.theory import checks, fixedspace, gaps, groups, householder, sampled
 from accum.theory._common import NoClosedForm
 from accum.theory.cli import add_subparser, run
 
@@ -31,11 +32,11 @@ def test_step_moments_match_closed_forms():
     d, m = 4, 20000
     for fam, mean, pair in ((make_family("householder", dim=d, beta=0.8), householder.mean_rate(0.8, d) * np.eye(d), householder.pair_operator(0.8, d)),
                             (make_family("givens", dim=d, sigma=0.7), groups.givens_rate(d, 0.7) * np.eye(d), groups.givens_pair_operator(d, 0.7))):
-        chunks = checks.draw_steps(fam, m, rng)
-        mats = checks.dense_steps(chunks)
-        est, se = checks.step_mean_with_se(chunks)
+        chunks = sampled.draw_steps(fam, m, rng)
+        mats = fixedspace.dense_steps(chunks)
+        est, se = sampled.step_mean_with_se(chunks)
         kron = np.einsum("mij,mkl->mikjl", mats, mats).reshape(m, -1)
-        z = np.r_[((est - mean) / se).ravel(), (checks.pair_mean(mats).ravel() - pair.ravel()) / (kron.std(0, ddof=1) / math.sqrt(m) + 1e-15)]
+        z = np.r_[((est - mean) / se).ravel(), (fixedspace.pair_mean(mats).ravel() - pair.ravel()) / (kron.std(0, ddof=1) / math.sqrt(m) + 1e-15)]
         assert np.all(np.abs(z) <= z_threshold(BUDGET, z.size)), np.abs(z).max()
         np.testing.assert_allclose(checks.theory_mean(fam), mean, atol=1e-15)
 
@@ -49,11 +50,11 @@ def test_step_moments_match_closed_forms():
 ])
 def test_fixed_space_dimension_and_coherent_direction(name, params, dim_fixed, kappa):
     rng = np.random.default_rng(1)
-    mats = checks.dense_steps(checks.draw_steps(make_family(name, **params), 800, rng))
-    fixed, comp = checks.fixed_space(checks.pair_mean(mats))
+    mats = fixedspace.dense_steps(sampled.draw_steps(make_family(name, **params), 800, rng))
+    fixed, comp = fixedspace.fixed_space(fixedspace.pair_mean(mats))
     d = params["dim"]
     assert fixed.shape[1] == dim_fixed and comp.shape[1] == d * d - dim_fixed
-    assert checks.coherent_direction(fixed, d, rng) == pytest.approx(kappa, abs=1e-6)
+    assert fixedspace.coherent_direction(fixed, d, rng) == pytest.approx(kappa, abs=1e-6)
 
 
 @dataclass(frozen=True)
@@ -85,9 +86,9 @@ class TiedPlanes:
 def test_coherent_direction_in_the_plane_basis_equals_the_explicit_fixed_space(family, kappa):
     """The plane-basis kappa (any d) against the explicit d^2 x d^2 fixed space and the dense ascent (small d)."""
     rng = np.random.default_rng(4)
-    chunks = checks.draw_steps(family, 600, rng)
-    dense = checks.coherent_direction(checks.fixed_space(checks.pair_mean(checks.dense_steps(chunks)))[0], family.dim, rng)
-    assert checks.plane_coherent_direction(checks.AnglePair(chunks), rng) == pytest.approx(dense, abs=1e-9)
+    chunks = sampled.draw_steps(family, 600, rng)
+    dense = fixedspace.coherent_direction(fixedspace.fixed_space(fixedspace.pair_mean(fixedspace.dense_steps(chunks)))[0], family.dim, rng)
+    assert AnglePair(chunks).coherent_direction(rng) == pytest.approx(dense, abs=1e-9)
     assert dense == pytest.approx(kappa, abs=1e-9)
 
 
@@ -125,16 +126,16 @@ class Reflections:
 def test_householder_coherent_direction_from_the_span_equals_the_explicit_fixed_space(family, kappa):
     """The span-based kappa (any d) against the explicit d^2 x d^2 fixed space and the dense ascent (small d)."""
     rng = np.random.default_rng(5)
-    chunks = checks.draw_steps(family, 600, rng)
-    dense = checks.coherent_direction(checks.fixed_space(checks.pair_mean(checks.dense_steps(chunks)))[0], family.dim, rng)
-    assert checks.householder_coherent_direction(*checks.householder_samples(chunks)) == pytest.approx(dense, abs=1e-9)
+    chunks = sampled.draw_steps(family, 600, rng)
+    dense = fixedspace.coherent_direction(fixedspace.fixed_space(fixedspace.pair_mean(fixedspace.dense_steps(chunks)))[0], family.dim, rng)
+    assert householder_coherent_direction(*householder_samples(chunks)) == pytest.approx(dense, abs=1e-9)
     assert dense == pytest.approx(kappa, abs=1e-9)
 
 
 def test_householder_coherent_direction_leaves_mixed_reflections_to_the_explicit_fixed_space():
     rng = np.random.default_rng(6)
-    chunks = checks.draw_steps(Reflections(mix=True), 600, rng)
-    assert checks.householder_coherent_direction(*checks.householder_samples(chunks)) is None
+    chunks = sampled.draw_steps(Reflections(mix=True), 600, rng)
+    assert householder_coherent_direction(*householder_samples(chunks)) is None
     r = report(Reflections(mix=True))
     assert "explicit fixed space" in r.conditions["coherent-direction"].detail
 
@@ -260,11 +261,11 @@ def test_structured_pair_operators_equal_the_dense_sums(name, params):
     """S(X) = mean A X A^T, T(X) = mean A^T X A and <U, A_i V A_i^T> in the angle / Householder forms against plain
     fp64 sums over the dense matrices, on asymmetric X, U, V."""
     rng = np.random.default_rng(7)
-    chunks = checks.draw_steps(make_family(name, **params), 37, rng)
-    mats = checks.dense_steps(chunks)
+    chunks = sampled.draw_steps(make_family(name, **params), 37, rng)
+    mats = fixedspace.dense_steps(chunks)
     d = mats.shape[1]
     x, u, v = rng.normal(size=(3, d, d))
-    op = checks.pair_operator(chunks)
+    op = common_form(chunks).pair_operator(chunks)
     assert type(op).__name__ == {"so2-accumulated": "AnglePair", "householder": "HouseholderPair", "haar": "DensePair"}[name]
     np.testing.assert_allclose(op.left(x), sum(a @ x @ a.T for a in mats) / len(mats), atol=1e-12)
     np.testing.assert_allclose(op.right(x), sum(a.T @ x @ a for a in mats) / len(mats), atol=1e-12)
@@ -275,8 +276,8 @@ def test_split_sample_first_moment_gap_is_unbiased_where_the_plug_in_is_not():
     """Householder beta = 1, d = 16: sigma_max(E[A]) = 1 - 1/16 = 0.9375 exactly.  The split-sample estimate is within
     its two-sided threshold (budget 1e-4); the plug-in sigma_max of the noisy mean lies above it by more than 3 se."""
     fam = make_family("householder", dim=16, beta=1.0)
-    chunks = checks.draw_steps(fam, 4000, np.random.default_rng(11))
-    gap = checks.first_moment_gap(*checks.split(chunks))
+    chunks = sampled.draw_steps(fam, 4000, np.random.default_rng(11))
+    gap = gaps.first_moment_gap(*sampled.split(chunks))
     assert abs(gap.value - 0.9375) <= z_threshold(BUDGET, 1) * gap.stderr
     assert gap.plug_in > 0.9375 + 3 * gap.stderr
 
@@ -309,8 +310,8 @@ def test_second_moment_gap_of_householder_is_its_norm_rate(d):
     direction (traceless parts: 1 - 2/d + 2/(d(d+2)), antisymmetric: 1 - 2/d), no fixed space.  The split estimate
     is biased down (second order in the first half's noise), the plug-in up: they must bracket tau within k se
     (budget 1e-4), and the split estimate must lie above the traceless value, i.e. the trace direction was found."""
-    chunks = checks.draw_steps(make_family("householder", dim=d, beta=1.0), 2000, np.random.default_rng(12))
-    gap = checks.second_moment_gap(*checks.split(chunks), np.random.default_rng(13))
+    chunks = sampled.draw_steps(make_family("householder", dim=d, beta=1.0), 2000, np.random.default_rng(12))
+    gap = gaps.second_moment_gap(*sampled.split(chunks), np.random.default_rng(13))
     tau, k = householder.norm_rate(1.0, d), z_threshold(BUDGET, 1)
     traceless = householder.pair_coefficients(1.0, d)[0]
     assert not gap.all_fixed and gap.value - k * gap.stderr <= tau <= gap.plug_in + k * gap.stderr, (gap, tau)

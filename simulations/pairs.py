@@ -1,0 +1,204 @@
+"""Sample second-moment operators of single steps, one per step form: X -> mean_i A_i X A_i^T (``left``), its adjoint
+X -> mean_i A_i^T X A_i (``right``), the per-sample values <U, A_i V A_i^T> (``values``), the flops of one
+application (``cost``), and the coherent direction kappa = max_{|q|=1} ||Pi_F vec(q q^T)||^2 read from the form's
+fixed space F where the form allows it at any d (``coherent_direction``: None sends the caller to the explicit
+fixed space, ``theory.fixedspace``).  Built by ``Steps.pair_operator(chunks)`` from chunks of single steps
+(``family.sample(rng, 1, M)``); ``theory.gaps`` and ``theory.checks`` use them.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+#: a vector is fixed (A X A^T = X) to this tolerance
+FIXED_TOL = 1e-9
+
+
+class DensePair:
+    """The sample second-moment operator of dense steps: S(X) = mean_i A_i X A_i^T, T(X) = mean_i A_i^T X A_i.
+
+    O(M d^3) per application; ``values(U, V)`` = <U, A_i V A_i^T> per sample (Frobenius product)."""
+
+    where: ClassVar[str] = "explicit fixed space"
+
+    def __init__(self, chunks: list):
+        self.mats = [np.asarray(c.dense(), dtype=np.float64)[:, 0] for c in chunks]
+        self.size = sum(a.shape[0] for a in self.mats)
+        d = self.mats[0].shape[1]
+        self.cost = 4.0 * self.size * d**3  # flops of one application
+
+    def left(self, x: np.ndarray) -> np.ndarray:
+        return sum(np.sum(a @ x @ np.swapaxes(a, 1, 2), axis=0) for a in self.mats) / self.size
+
+    def right(self, x: np.ndarray) -> np.ndarray:
+        return sum(np.sum(np.swapaxes(a, 1, 2) @ x @ a, axis=0) for a in self.mats) / self.size
+
+    def values(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        return np.concatenate([np.einsum("ij,bij->b", u, a @ v @ np.swapaxes(a, 1, 2)) for a in self.mats])
+
+    def coherent_direction(self, rng: np.random.Generator) -> None:
+        """None: dense steps need the explicit fixed space (``theory.fixedspace``, d^4 numbers)."""
+        return None
+
+
+class AnglePair:
+    """The sample second-moment operator of block SO(2) steps, diagonal in the plane basis.
+
+    A real 2 x 2 block Y = [[a, b], [c, e]] acts on w = x + i y as Y w = p w + r conj(w) with
+    p = ((a + e) + i (c - b)) / 2, r = ((a - e) + i (c + b)) / 2, and R(alpha) Y R(beta)^T has
+    (p, r) -> (e^{i(alpha - beta)} p, e^{i(alpha + beta)} r).  With z_ib = e^{i theta_ib}, block (b, b') of
+    S(X) is therefore (p G-_bb', r G+_bb'), G-_bb' = mean_i z_ib conj(z_ib'), G+_bb' = mean_i z_ib z_ib', and T
+    uses their conjugates: O(M d^2) once, O(d^2) per application.  <Y1, Y2> = 2 Re(conj(p1) p2 + conj(r1) r2).
+    """
+
+    where: ClassVar[str] = "fixed space in the plane basis"
+
+    def __init__(self, chunks: list):
+        self.z = np.exp(1j * np.concatenate([c.theta[:, 0] for c in chunks]))  # (M, d/2)
+        m = self.z.shape[0]
+        self.minus = self.z.T @ np.conj(self.z) / m
+        self.plus = self.z.T @ self.z / m
+        self.cost = 16.0 * self.minus.size  # flops of one application (elementwise in the plane basis)
+
+    @staticmethod
+    def to_planes(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        a, b, c, e = x[0::2, 0::2], x[0::2, 1::2], x[1::2, 0::2], x[1::2, 1::2]
+        return ((a + e) + 1j * (c - b)) / 2, ((a - e) + 1j * (c + b)) / 2
+
+    @staticmethod
+    def from_planes(p: np.ndarray, r: np.ndarray) -> np.ndarray:
+        h = p.shape[0]
+        out = np.empty((2 * h, 2 * h))
+        out[0::2, 0::2], out[1::2, 0::2] = (p + r).real, (p + r).imag
+        out[1::2, 1::2], out[0::2, 1::2] = (p - r).real, -(p - r).imag
+        return out
+
+    def left(self, x: np.ndarray) -> np.ndarray:
+        p, r = self.to_planes(x)
+        return self.from_planes(p * self.minus, r * self.plus)
+
+    def right(self, x: np.ndarray) -> np.ndarray:
+        p, r = self.to_planes(x)
+        return self.from_planes(p * np.conj(self.minus), r * np.conj(self.plus))
+
+    def values(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        (pu, ru), (pv, rv) = self.to_planes(u), self.to_planes(v)
+        z = self.z
+        minus = np.einsum("mb,bc,mc->m", z, np.conj(pu) * pv, np.conj(z), optimize=True)
+        plus = np.einsum("mb,bc,mc->m", z, np.conj(ru) * rv, z, optimize=True)
+        return 2.0 * (minus + plus).real
+
+    def coherent_direction(self, rng: np.random.Generator, starts: int = 24, iters: int = 300) -> float:
+        """kappa = max_{|q|=1} ||Pi_F vec(q q^T)||^2 for block SO(2) steps, in the plane basis (any d, no d^4 matrix).
+
+        In the plane basis S is diagonal (this operator): the p-part of block (b, c) is multiplied by G-_bc, the r-part
+        by G+_bc, so the fixed space F is coordinate-aligned: p_bc is fixed iff G-_bc = 1 (theta_b = theta_c mod 2 pi in
+        every sample), r_bc iff G+_bc = 1 (theta_b = -theta_c).  Block (b, c) of q q^T has p = w_b conj(w_c) / 2,
+        r = w_b w_c / 2 (w_b: plane b of q as a complex number) and <Y, Y> = 2 (|p|^2 + |r|^2), hence
+
+            ||Pi_F vec(q q^T)||^2 = x^T G x / 2,   x_b = |w_b|^2 (a point of the simplex),  G = 1[G- = 1] + 1[G+ = 1].
+
+        G_bb >= 1 (G-_bb = 1 always): one plane gives 1/2; a plane with G+_bb = 1 (angles in {0, pi}) gives 1.  The
+        maximum over the simplex is taken by replicator steps x <- x * (G x) / x^T G x (ascent for a nonnegative
+        symmetric G, Baum & Eagon 1967) from the uniform point and ``starts`` random points, and compared with the
+        vertices (fixed points of those steps), so it is a lower bound, as for ``theory.fixedspace.coherent_direction``.
+        """
+        g = ((np.abs(self.minus - 1.0) <= FIXED_TOL).astype(float) + (np.abs(self.plus - 1.0) <= FIXED_TOL))
+        g = (g + g.T) / 2  # symmetric up to rounding already: G-_cb = conj(G-_bc), G+ symmetric
+        h = g.shape[0]
+        x = np.concatenate([np.full((1, h), 1.0 / h), rng.dirichlet(np.ones(h), size=starts)])
+        for _ in range(iters):
+            gx = x @ g
+            value = np.einsum("sb,sb->s", x, gx)
+            x = x * gx / value[:, None]
+        return float(max(np.max(np.diag(g)), np.max(np.einsum("sb,bc,sc->s", x, g, x)))) / 2.0
+
+
+def householder_samples(chunks: list) -> tuple[np.ndarray, np.ndarray]:
+    """The sampled single Householder steps of ``chunks`` as w (M, d) and beta (M,)."""
+    return np.concatenate([c.w[:, 0] for c in chunks]), np.concatenate([c.beta[:, 0] for c in chunks])
+
+
+class HouseholderPair:
+    """The sample second-moment operator of steps A = I - beta w w^T (symmetric, so T = S):
+
+        S(X) = X - C X - X C + W^T diag(beta_i^2 w_i^T X w_i) W / M,   C = W^T diag(beta) W / M,
+
+    O(M d^2) per application (two products with the (M, d) matrix W), never a d^2 x d^2 matrix."""
+
+    where: ClassVar[str] = "fixed space from the span of the w's"
+
+    def __init__(self, chunks: list):
+        self.w, self.beta = householder_samples(chunks)
+        self.c = self.w.T @ (self.beta[:, None] * self.w) / self.w.shape[0]
+        self.cost = 6.0 * self.w.size * self.w.shape[1]  # flops of one application
+
+    def quad(self, x: np.ndarray) -> np.ndarray:
+        """w_i^T X w_i per sample."""
+        return np.einsum("md,md->m", self.w @ x, self.w)
+
+    def left(self, x: np.ndarray) -> np.ndarray:
+        weights = self.beta**2 * self.quad(x)
+        return x - self.c @ x - x @ self.c + self.w.T @ (weights[:, None] * self.w) / self.w.shape[0]
+
+    right = left
+
+    def values(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        # <U, A V A> = <U, V> - beta (w^T V U^T w + w^T U^T V w) + beta^2 (w^T V w)(w^T U w)
+        return (np.sum(u * v) - self.beta * (self.quad(v @ u.T) + self.quad(u.T @ v))
+                + self.beta**2 * self.quad(v) * self.quad(u))
+
+    def coherent_direction(self, rng: np.random.Generator) -> float | None:
+        """kappa from the span of the w's (``householder_coherent_direction``); rng unused."""
+        return householder_coherent_direction(self.w, self.beta)
+
+
+def householder_coherent_direction(w: np.ndarray, beta: np.ndarray) -> float | None:
+    """kappa for steps A_i = I - beta_i w_i w_i^T, w (M, d), beta (M,), from the span of the w's (any d, no d^4
+    matrix); None when the steps mix reflections with other nonzero factors (the explicit fixed space decides).
+
+    With b = beta |w|^2, u = w / |w| and P = u u^T, a fixed X (A X A^T = X) has b (P X + X P) = b^2 P X P, and
+    sandwiching by P gives (2 - b) P X P = 0.  So for b not in {0, 2}: X u = 0 = X^T u; for b = 2 (a reflection):
+    X commutes with P.  With V = span{u_i : b_i != 0}:
+      no b = 2:    F = matrices on V_perp,                         kappa = 1 if V != R^d else 0;
+      every b = 2: F = sum_c R I_(V_c) + matrices on V_perp,       kappa = max(max_c 1 / dim V_c, 1 if V != R^d),
+    V_c the spans of the components of the graph u_i ~ u_j iff u_i^T u_j != 0 (found by growing a span: a vector
+    joins a component iff it is not orthogonal to the component's span).  The algebra of a connected set of rank-one
+    projections acts irreducibly on their span and commutes only with scalars there, so Pi_F(q q^T) has norm^2
+    sum_c |P_c q|^4 / dim V_c + |P_perp q|^4, convex in the masses |P_c q|^2: its maximum is at a vertex.
+    """
+    norms = np.linalg.norm(w, axis=1)
+    b = beta * norms**2
+    active = np.abs(b) > FIXED_TOL
+    u = w[active] / norms[active, None]
+    d = w.shape[1]
+    uncovered = 1.0 if span_basis(u).shape[1] < d else 0.0
+    reflection = np.abs(b[active] - 2.0) <= FIXED_TOL
+    if not reflection.any():
+        return uncovered
+    if not reflection.all():
+        return None
+    largest, left = uncovered, u
+    while left.shape[0]:
+        basis, members = left[:1].T, np.zeros(left.shape[0], dtype=bool)
+        members[0] = True
+        while True:
+            joins = ~members & (np.abs(left @ basis).max(axis=1) > FIXED_TOL)
+            if not joins.any():
+                break
+            members |= joins
+            basis = span_basis(left[members])
+        largest = max(largest, 1.0 / basis.shape[1])
+        left = left[~members]
+    return largest
+
+
+def span_basis(vectors: np.ndarray) -> np.ndarray:
+    """Orthonormal basis (d, r) of the span of the rows of ``vectors`` (m, d), r its numerical rank (singular values
+    above numpy's ``matrix_rank`` tolerance, s_max max(m, d) eps), from one SVD."""
+    if vectors.shape[0] == 0:
+        return np.zeros((vectors.shape[1], 0))
+    left, s, _ = np.linalg.svd(vectors.T, full_matrices=False)
+    return left[:, : int(np.sum(s > s.max() * max(vectors.shape) * np.finfo(float).eps))]
