@@ -94,15 +94,15 @@ def concrete_classes() -> dict[str, str]:
 
 
 def type_tests(tree: ast.AST) -> list[tuple[int, str]]:
-    """(line, class name) of every ``isinstance(x, C)``, ``isinstance(x, (C, ...))``, ``type(x) is C`` and
-    ``type(x) in (C, ...)`` in ``tree``."""
+    """(line, class name) of every ``isinstance(x, C)``, ``isinstance(x, (C, ...))``, and every identity or
+    membership test against a class, ``type(x) is C``, ``kind is not C``, ``kind in (C, ...)``, in ``tree``."""
     found = []
     for node in ast.walk(tree):
         named: list[ast.expr] = []
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" and len(node.args) == 2:
             named = [node.args[1]]
-        elif (isinstance(node, ast.Compare) and isinstance(node.left, ast.Call)
-              and getattr(node.left.func, "id", None) == "type"):
+        elif isinstance(node, ast.Compare) and all(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn))
+                                                   for op in node.ops):
             named = list(node.comparators)
         for expr in named:
             for leaf in (expr.elts if isinstance(expr, (ast.Tuple, ast.List, ast.Set)) else [expr]):
@@ -124,6 +124,6 @@ def test_no_type_tests_on_concrete_classes_outside_their_module():
 def test_the_type_test_scan_finds_what_it_looks_for():
     """A control: the scan sees each spelling it forbids."""
     source = ("isinstance(s, AngleSteps)\nisinstance(f, (Rope, m.Householder))\ntype(f) is Givens\n"
-              "type(f) in (LieWalk, Haar)\nisinstance(x, np.ndarray)\n")
+              "type(f) in (LieWalk, Haar)\nkind is not NoPE\nisinstance(x, np.ndarray)\nx == Token\n")
     assert [name for _, name in type_tests(ast.parse(source))] == [
-        "AngleSteps", "Rope", "Householder", "Givens", "LieWalk", "Haar", "ndarray"]
+        "AngleSteps", "Rope", "Householder", "Givens", "LieWalk", "Haar", "NoPE", "ndarray"]
