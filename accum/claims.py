@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from accum.simulations import estimators as est
+from accum.simulations import montecarlo as mc
 from accum.simulations import reference
 from accum.simulations.families import Family, family_name, family_params, user_object
 from accum.simulations.steps import AngleSteps
@@ -31,7 +32,7 @@ from accum.theory.predict import NoClosedForm, mixing_estimable
 
 from .verdict import Measurement, dispersion
 
-#: jackknife groups used by the nonlinear estimators (``estimators.group_sizes``): G - 1 degrees of freedom
+#: jackknife groups used by the nonlinear estimators (``mc.group_sizes``): G - 1 degrees of freedom
 JACKKNIFE_GROUPS = 16
 
 
@@ -133,7 +134,7 @@ def last_row_sums(family: Family, context: int, samples: int, rng: np.random.Gen
     def draw(b: int) -> np.ndarray:
         return family.sample(rng, context, b).transposed().bilinear(k, q)[:, :context]
 
-    return est.grouped_sums(draw, samples, (context + 1) * family.dim, least=4)
+    return mc.grouped_sums(draw, samples, (context + 1) * family.dim, least=4)
 
 
 @register("window", "C2", _window_kinds)
@@ -157,7 +158,7 @@ def check_window(family: Family, rng: np.random.Generator, *, contexts: Sequence
     def tail(total: np.ndarray, total_sq: np.ndarray, n: int) -> float:
         return float(np.sum(((total**2 - total_sq) / (n * (n - 1)))[t_min:]))
 
-    growth, growth_se = est.jackknife(tail, [sums, squares], sizes)
+    growth, growth_se = mc.jackknife(tail, [sums, squares], sizes)
     exact = deterministic(family)
     kind = "exact" if exact else "statistical"
     ref = {} if exact else reference_for(preds[0], JACKKNIFE_GROUPS - 1)
@@ -223,7 +224,7 @@ def check_scores_far_variance(family: Family, rng: np.random.Generator, *, lengt
     qs, ks = np.broadcast_to(q, (length, family.dim)), np.broadcast_to(k, (length, family.dim))
     i = np.arange(offset, length)
     per_seq = np.concatenate([family.dim * np.mean(family.sample(rng, length, b).scores(qs, ks)[:, i, i - offset] ** 2,
-                                                   axis=1) for b in est.batches(sequences, 4 * length * length)])
+                                                   axis=1) for b in mc.batches(sequences, 4 * length * length)])
     p = prediction("far-variance", family, rng=rng, samples=theory_samples, offset=offset, q=q, k=k)
     return [measurement("C4", family, f"d E[s^2] at Delta={offset} from scores(), T={length}, q != k", "statistical",
                         per_seq.mean(), per_seq.std(ddof=1) / math.sqrt(sequences), p.value, sequences,
@@ -303,7 +304,7 @@ def check_far_mass_engines(family: Family, rng: np.random.Generator, *, far_size
     length = far_size + 1
     probes = np.broadcast_to(one, (length, family.dim))
     masses = np.concatenate([np.sum(np.exp(s0 * family.sample(rng, length, b).scores(probes, probes)[:, -1, :-1] - s0),
-                                    axis=1) for b in est.batches(samples, 4 * length * length)])
+                                    axis=1) for b in mc.batches(samples, 4 * length * length)])
     return [measurement("C5", family, f"far mass at N={far_size}: streaming vs all-pairs scores() (log scale)",
                         "statistical", streamed.far_mass[0], streamed.far_mass_stderr[0],
                         masses.mean(), samples, pred_stderr=masses.std(ddof=1) / math.sqrt(samples), scale="log",
@@ -380,7 +381,7 @@ def check_values(family: Family, rng: np.random.Generator, *, far_sizes: Sequenc
 # --- standard errors -------------------------------------------------------------------------------------
 
 
-def _replicates(run: Callable[[], est.Estimate], pick: Callable[[est.Estimate], tuple[float, float]],
+def _replicates(run: Callable[[], mc.Estimate], pick: Callable[[mc.Estimate], tuple[float, float]],
                 replicates: int) -> tuple[np.ndarray, np.ndarray]:
     pairs = [pick(run()) for _ in range(replicates)]
     return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])

@@ -34,6 +34,7 @@ import torch
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from . import estimators as est
+from . import montecarlo as mc
 from . import reference
 from .families import make_family
 from .params import check_int, integer_option
@@ -88,17 +89,17 @@ def _ratio(name: str, fast: float, base: float, target: float | None, kind: str)
 def coherence_draws(family, n_steps: int, n_samples: int, seed: int, product: bool = False) -> None:
     """The ``family.sample`` calls of ``coherence`` (or, with ``product``, of ``mean_product_sq``)."""
     rng = np.random.default_rng(seed)
-    form = est.step_form(family)
-    per_sample = form.product_floats(family.dim, n_steps) if product else est.path_floats(form, family.dim, n_steps)
-    for size in est.group_sizes(n_samples, least=4 if product else 2):
-        for b in est.batches(size, per_sample):
+    form = mc.step_form(family)
+    per_sample = form.product_floats(family.dim, n_steps) if product else mc.path_floats(form, family.dim, n_steps)
+    for size in mc.group_sizes(n_samples, least=4 if product else 2):
+        for b in mc.batches(size, per_sample):
             family.sample(rng, n_steps, b)
 
 
 def stream_draws(family, far_sizes: list[int], n_samples: int, seed: int, chunk: int = 4096) -> None:
     """The ``family.sample`` calls of ``near_weight`` / ``far_residual``: chunks cut at every far size."""
     rng = np.random.default_rng(seed)
-    for b in est.batches(n_samples, est.stream_floats(est.step_form(family), family.dim, chunk, max(far_sizes))):
+    for b in mc.batches(n_samples, mc.stream_floats(mc.step_form(family), family.dim, chunk, max(far_sizes))):
         done = 0
         for target in far_sizes:
             while done < target:

@@ -1,18 +1,15 @@
-"""Monte Carlo estimators: every one returns an ``Estimate`` (value, standard error, sample count).
-
-Samples are drawn in ``groups`` (G = min(16, n_samples) groups of near-equal size, fixed order), each group
-from the same ``rng`` in turn, so a run is reproducible from its seed.  Linear statistics (means) carry the
-plain standard error sd / sqrt(n); nonlinear ones (onset, window width, unbiased squared norms) carry a
-delete-one-group jackknife standard error (Efron & Stein 1981).
+"""Monte Carlo estimators: every one returns an ``Estimate`` (value, standard error, sample count;
+``montecarlo``), reproducible from its ``rng``.  This module is the public API of all of them: the path estimators
+are defined here (coherence, mean_product_sq, onset, offset_profile, window, score_gap, drift), the far-set ones in
+``farset`` (near_weight, far_residual).
 
 Default probe vectors: q = k = m = 1/sqrt(d) (unit norm, equal weight on every SO(2) plane).
 
-Memory: every estimator streams.  Samples are drawn in batches of at most ``BATCH_BUDGET`` float64 numbers
-of path (``batches``) and folded into running sums (``grouped_sums``, ``Moments``) before the next batch is
-drawn, and the long-range estimators (near_weight, far_residual, drift) also stream over steps in chunks, so
-neither the sample count nor the far-set size changes peak memory beyond one batch.  What remains is the
-result itself: arrays over the requested steps (times 16 groups for the jackknife).  Each numpy call works on
-one batch (~16 MB), well under a second, so Ctrl-C is honoured promptly.
+Memory: every estimator streams.  Samples are drawn in batches (``montecarlo.batches``) and folded into running
+sums before the next batch is drawn, and the long-range estimators (near_weight, far_residual, drift) also stream
+over steps in chunks, so neither the sample count nor the far-set size changes peak memory beyond one batch.
+What remains is the result itself: arrays over the requested steps (times 16 groups for the jackknife).  Each
+numpy call works on one batch (~16 MB), well under a second, so Ctrl-C is honoured promptly.
 
 Speed: block-SO(2) steps (``AngleSteps``) take closed-form fast paths whose cumulative sums and cosines run in
 torch's float64 kernels (``backend_torch``); ``device="cpu"|"cuda"`` on coherence, near_weight and
@@ -22,275 +19,21 @@ far_residual also draws the angles with torch on that device (a different random
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
-from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
 from .families import Family
-from .params import ParamError, ParamSpec, check_bool, check_int, field_error
+from .params import ParamError, check_int
 from .stats import first_crossing
-from .steps import AngleSteps, DenseSteps, accumulate_angle_values
-
-#: memory budget for one batch of path samples, in float64 numbers
-BATCH_BUDGET = 2_000_000
-
-# Upper limits of the estimators' arguments (``accum measure`` declares its options with the same ones,
-# ``simulations.measure``).  Results are arrays over the steps (times 16 groups), so 1e7 steps is about 2.6 GB;
-# 1e9 samples or far-set sizes is days of work already.
-#: the most steps n_steps (also context, offset and a streaming chunk)
-MAX_STEPS = 10**7
-#: the most Monte Carlo samples n_samples
-MAX_SAMPLES = 10**9
-#: the largest far-set size N
-MAX_FAR_SIZE = 10**9
-#: the most histogram bins of ``score_gap``
-MAX_BINS = 10**6
-#: the near logit s0 (and the ALiBi slope, likewise): the log far mass is about -s0 and its square is taken for the
-#: standard error, which overflows float64 past ~1e154; at 1e6 the near weight is 1 to double precision already
-#: wherever far scores stay 1e-3 below the near score
-S0 = ParamSpec("s0", "float", 4.0, "near logit |q||k|", lo=0.0, hi=1e6, lo_open=True)
-ALIBI_SLOPE = ParamSpec("alibi_slope", "float", 0.0, "ALiBi slope (0 = none)", lo=0.0, hi=1e6)
-
-
-def _plain(x: Any) -> Any:
-    """A JSON-ready value: numpy arrays and scalars as Python lists and numbers."""
-    return np.asarray(x).tolist() if isinstance(x, (np.ndarray, np.generic)) else x
-
-
-@dataclass(frozen=True, eq=False)
-class Estimate:
-    """A Monte Carlo estimate: ``mean`` and ``stderr`` (scalars or arrays of one shape), ``n`` samples.
-
-    Estimators return the subclass that names what else they measured (the axis of a curve, the far mass
-    beside a near weight); ``to_dict`` writes every field under its own name.
-    """
-
-    mean: Any
-    stderr: Any
-    n: int
-
-    def to_dict(self) -> dict:
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
-
-
-@dataclass(frozen=True, eq=False)
-class CurveEstimate(Estimate):
-    """A curve over steps n = ``steps`` (coherence c(n), mean squared product norm)."""
-
-    steps: np.ndarray
-
-
-@dataclass(frozen=True, eq=False)
-class OnsetEstimate(Estimate):
-    """The first step n <= ``n_steps`` at which |c(n)| <= ``eps``."""
-
-    eps: float
-    n_steps: int
-
-
-@dataclass(frozen=True, eq=False)
-class ContextEstimate(Estimate):
-    """A statistic of the last row of a context of length ``context`` (offset profile, window width)."""
-
-    context: int
-
-
-@dataclass(frozen=True, eq=False)
-class ScoreGapEstimate(Estimate):
-    """d E[s^2] of far scores s at distance ``offset`` in dimension ``dim``, with the far mean, the near score
-    q.k, the standardised gap (q.k - E s) / sd(s), the tail P(|s| >= 1/2) and a histogram of s."""
-
-    far_mean: float
-    far_mean_stderr: float
-    near: float
-    gap_sd: float
-    tail_half: float
-    hist_counts: np.ndarray
-    hist_edges: np.ndarray
-    dim: int
-    offset: int
-
-
-@dataclass(frozen=True, eq=False)
-class NearWeightEstimate(Estimate):
-    """Near weight w(N) for N in ``far_sizes`` with the far mass M(N) and log M(N), each with its standard
-    error, at near score ``s0`` and ALiBi slope ``alibi_slope``."""
-
-    far_sizes: np.ndarray
-    far_mass: np.ndarray
-    far_mass_stderr: np.ndarray
-    log_far_mass: np.ndarray
-    log_far_mass_stderr: np.ndarray
-    s0: float
-    alibi_slope: float
-
-
-@dataclass(frozen=True, eq=False)
-class FarResidualEstimate(Estimate):
-    """|r(N)|^2, the squared norm of the mean far value residual, for N in ``far_sizes``, with or without
-    ``value_rotation``."""
-
-    far_sizes: np.ndarray
-    value_rotation: bool
-
-
-def unit_probe(dim: int) -> np.ndarray:
-    """The default probe vector 1/sqrt(d) (d,)."""
-    return np.full(dim, 1.0 / np.sqrt(dim))
-
-
-def check_family(family: Any) -> Family:
-    """``family`` if it implements ``Family`` (``dim`` an integer >= 1 and ``sample``), else ``ParamError``
-    naming family."""
-    if not isinstance(family, Family):
-        raise field_error("family", f"must be a Family object (dim, sample(rng, n_steps, batch)), e.g. "
-                                    f"make_family('rope'); got {family!r}")
-    check_int("family.dim", family.dim, 1)
-    return family
-
-
-def check_rng(rng: Any) -> np.random.Generator:
-    """``rng`` if it is a ``numpy.random.Generator``, else ``ParamError`` naming rng."""
-    if not isinstance(rng, np.random.Generator):
-        raise field_error("rng", f"must be a numpy Generator, e.g. np.random.default_rng(seed); got {rng!r}")
-    return rng
-
-
-def probe(name: str, x: Any, dim: int) -> np.ndarray:
-    """Probe vector ``x`` as float64 (d,), or ``unit_probe`` for None; ``ParamError`` naming it unless it is real,
-    of shape (d,) and finite."""
-    if x is None:
-        return unit_probe(dim)
-    try:
-        arr = np.asarray(x, dtype=float)
-    except (TypeError, ValueError):
-        raise field_error(name, f"must be a real vector of shape ({dim},), got {x!r}") from None
-    if arr.shape != (dim,) or not np.all(np.isfinite(arr)):
-        raise field_error(name, f"must be a finite real vector of shape ({dim},), got {x!r}")
-    return arr
-
-
-def check_samples(n_samples: Any, least: int = 2) -> int:
-    """``n_samples`` as an int in [least, MAX_SAMPLES] (two or more wherever a standard error is computed)."""
-    return check_int("n_samples", n_samples, least, MAX_SAMPLES)
-
-
-def check_steps(name: str, n_steps: Any) -> int:
-    """A step count (n_steps, context, offset) as an int in [1, MAX_STEPS]."""
-    return check_int(name, n_steps, 1, MAX_STEPS)
-
-
-def group_sizes(n_samples: int, groups: int = 16, least: int = 2) -> list[int]:
-    """Split n_samples (>= ``least``) into min(groups, n_samples) near-equal group sizes."""
-    n_samples = check_samples(n_samples, least)
-    g = min(groups, n_samples)
-    base, extra = divmod(n_samples, g)
-    return [base + (i < extra) for i in range(g)]
-
-
-def batches(size: int, per_sample: int) -> Iterator[int]:
-    """Sub-batch sizes for ``size`` samples that each need ``per_sample`` floats of memory."""
-    step = max(1, BATCH_BUDGET // max(per_sample, 1))
-    for start in range(0, size, step):
-        yield min(step, size - start)
-
-
-def step_form(family: Family) -> type:
-    """The step form class ``family.sample`` returns, as its class declares it (``FORM``: ``AngleSteps`` for rope,
-    so2-accumulated and nope, ``HouseholderSteps`` for Householder, ``DenseSteps`` for the other built-ins) and,
-    conservatively, ``DenseSteps`` for a user family (whose real form ``measure.resolve_job`` reads from its
-    first sample).  Sizes are asked of it (``floats_per_step``, ``product_floats``)."""
-    return getattr(type(family), "FORM", DenseSteps)
-
-
-def path_floats(form: type, d: int, n_steps: int) -> int:
-    """Memory of one sample of a length-n path of a step form, in float64 numbers: its vectors (n+1) d or its
-    steps n ``form.floats_per_step``, the larger (so a dense family's draws stay within the budget too)."""
-    return max((n_steps + 1) * d, n_steps * form.floats_per_step(d))
-
-
-def path_chunk(form: type, d: int) -> int:
-    """Steps of a path drawn at once by ``bilinear_path`` (one sample): BATCH_BUDGET / max(d, floats_per_step)."""
-    return max(1, BATCH_BUDGET // max(d, form.floats_per_step(d)))
-
-
-def grouped_sums(draw: Callable[[int], np.ndarray], n_samples: int, per_sample: int,
-                 least: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Run ``draw(b) -> (b, ...)`` over all samples; per-group sums, per-group sums of squares, sizes.
-
-    Each batch is folded into its group's running sums before the next is drawn: memory is one batch plus
-    the G group sums, whatever n_samples.
-    """
-    sizes = group_sizes(n_samples, least=least)
-    sums, squares = [], []
-    for size in sizes:
-        total, total_sq = 0.0, 0.0
-        for b in batches(size, per_sample):
-            part = draw(b)
-            total = total + part.sum(axis=0)
-            total_sq = total_sq + (part * part).sum(axis=0)
-        sums.append(total)
-        squares.append(total_sq)
-    return np.array(sums), np.array(squares), np.array(sizes)
-
-
-@dataclass
-class Moments:
-    """Running count, mean and sum of squared deviations M2 of batches of samples (axis 0), in O(1) memory.
-
-    Batches merge by the pairwise update of Chan, Golub & LeVeque (1979): for A with (n_a, mean_a, M2_a)
-    and B likewise, delta = mean_b - mean_a, n = n_a + n_b,
-        mean = mean_a + delta n_b / n,    M2 = M2_a + M2_b + delta^2 n_a n_b / n,
-    which keeps the accuracy of the two-pass formula (no E[x^2] - E[x]^2 cancellation).  With one batch it
-    equals numpy's mean and std(ddof=1) exactly.
-    """
-
-    n: int = 0
-    mean: Any = 0.0
-    m2: Any = 0.0
-
-    def add(self, x: np.ndarray) -> None:
-        b = x.shape[0]
-        mean_b = x.mean(axis=0)
-        m2_b = ((x - mean_b) ** 2).sum(axis=0)
-        if self.n == 0:
-            self.n, self.mean, self.m2 = b, mean_b, m2_b
-            return
-        n = self.n + b
-        delta = mean_b - self.mean
-        self.mean = self.mean + delta * (b / n)
-        self.m2 = self.m2 + m2_b + delta**2 * (self.n * b / n)
-        self.n = n
-
-    def sd(self) -> Any:
-        """Sample standard deviation, ddof = 1."""
-        return np.sqrt(self.m2 / (self.n - 1))
-
-    def stderr(self) -> Any:
-        """sd / sqrt(n), the standard error of the mean."""
-        return self.sd() / np.sqrt(self.n)
-
-
-def pooled_mean(sums: np.ndarray, squares: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Pooled mean, its standard error sd / sqrt(n) and n from group sums and sums of squares (axis 0: group)."""
-    n = int(sizes.sum())
-    mean = sums.sum(axis=0) / n
-    var = np.maximum(squares.sum(axis=0) / n - mean**2, 0.0) * n / (n - 1)
-    return mean, np.sqrt(var / n), n
-
-
-def jackknife(stat: Callable[..., np.ndarray], group_sums: Sequence[np.ndarray], sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Delete-one-group jackknife of ``stat(*totals, n)``, totals being the sums over groups of each array.
-
-    Returns (stat on all groups, standard error sqrt((G-1)/G sum_g (stat_(-g) - mean)^2)).
-    """
-    totals = [a.sum(axis=0) for a in group_sums]
-    n = int(sizes.sum())
-    full = np.asarray(stat(*totals, n))
-    leave = np.array([stat(*[t - a[g] for t, a in zip(totals, group_sums)], n - int(sizes[g])) for g in range(len(sizes))])
-    g = len(sizes)
-    return full, np.sqrt((g - 1) / g * np.sum((leave - leave.mean(axis=0)) ** 2, axis=0))
+from .steps import AngleSteps
+from . import montecarlo as mc
+from .farset import far_residual, near_weight
+from .montecarlo import (MAX_BINS, ContextEstimate, CurveEstimate, Estimate, Moments, OnsetEstimate,
+                         ScoreGapEstimate, batches, check_family, check_rng, check_samples, check_steps, group_sizes,
+                         grouped_sums, jackknife, path_chunk, path_floats, pooled_mean, probe, step_form, unit_probe)
+
+__all__ = ["Estimate", "bilinear_path", "coherence", "drift", "far_residual", "mean_product_sq", "near_weight",
+           "offset_profile", "onset", "score_gap", "window"]
 
 
 def bilinear_path(family: Family, rng: np.random.Generator, n_steps: int, batch: int, q: np.ndarray, k: np.ndarray,
@@ -571,167 +314,6 @@ def score_gap(family: Family, offset: int, n_samples: int, rng: np.random.Genera
         hist_counts=counts, hist_edges=edges, dim=d, offset=offset)
 
 
-def stream_floats(form: type, d: int, chunk: int, largest: int) -> int:
-    """Memory of one sample of a streaming estimator, in float64 numbers: one chunk of min(chunk, largest far
-    size) steps, each holding the larger of the step's storage and ~4 d working numbers (transported query,
-    logits, carried state).  The batch of samples streamed together is ``batches(n, stream_floats(...))``."""
-    return min(chunk, largest) * max(4 * d, form.floats_per_step(d))
-
-
-def _check_sizes(name: str, sizes: Sequence[int]) -> np.ndarray:
-    """``sizes`` as a 1-d integer array, increasing, in [1, MAX_FAR_SIZE]; else ``ParamError`` naming ``name``."""
-    arr = np.asarray(sizes)
-    if (arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer) or np.any(arr < 1)
-            or np.any(arr > MAX_FAR_SIZE) or np.any(np.diff(arr) <= 0)):
-        raise field_error(name, f"must be a non-empty increasing list of integers in [1, {MAX_FAR_SIZE}], "
-                                f"got {sizes!r}")
-    return arr
-
-
-def _check_streaming(family: Any, far_sizes: Any, n_samples: Any, rng: Any, chunk: Any) -> np.ndarray:
-    """The arguments shared by ``near_weight`` and ``far_residual``; returns the far sizes as an array."""
-    check_family(family)
-    check_rng(rng)
-    check_samples(n_samples)
-    check_int("chunk", chunk, 1, MAX_STEPS)
-    return _check_sizes("far_sizes", far_sizes)
-
-
-def near_weight(family: Family, far_sizes: Sequence[int], s0: float, n_samples: int, rng: np.random.Generator,
-                alibi_slope: float = 0.0, chunk: int = 4096, device: str | None = None) -> NearWeightEstimate:
-    """Attention weight on one near target among N far copies of its key, for each N in ``far_sizes``.
-
-    Scores (logits): near s_0 (Delta = 0, no transport); far s_Delta = s0 q^T A_i ... A_{i-Delta+1} k - slope Delta
-    for Delta = 1..N with unit q = k, so |s_Delta + slope Delta| <= s0 for any orthogonal steps.  Near weight
-        w(N) = e^{s0} / (e^{s0} + sum_{Delta=1}^N e^{s_Delta}).
-    The far sum is streamed over Delta in chunks with a running log-sum-exp (memory O(chunk), any N), and
-    samples in batches folded into running moments (memory O(batch), any n_samples).  The estimate also holds the far
-    mass M(N) = sum_Delta e^{s_Delta - s0} (an unbiased mean, E M = N E e^{s - s0} for stationary steps) and
-    its log.  Far scores come from ``_far_score_stream`` (one cos per plane and step for SO(2) steps).
-    device: None draws with ``rng``; "cpu" / "cuda" draws the angles with torch there (see ``coherence``).
-    """
-    import torch
-
-    sizes = _check_streaming(family, far_sizes, n_samples, rng, chunk)
-    s0, alibi_slope = S0.validate(s0), ALIBI_SLOPE.validate(alibi_slope)
-    d = family.dim
-    q = k = unit_probe(d)
-    # dependent steps (a Markov token source) are drawn in one piece per batch, so no chunk restarts the chain
-    span = int(sizes[-1]) if not getattr(family, "iid_steps", True) else None
-    next_scores = _score_source(family, rng, q, k, device, span)
-    weight, mass, log_mass = Moments(), Moments(), Moments()
-    for b in batches(n_samples, stream_floats(step_form(family), d, span or chunk, int(sizes[-1]))):
-        scores = next_scores(b)
-        lse, done, rows = None, 0, []
-        for target in sizes:
-            while done < target:
-                n = min(chunk, target - done)
-                logits = s0 * scores(n)
-                if alibi_slope:
-                    logits -= alibi_slope * torch.arange(done + 1, done + n + 1, dtype=torch.float64, device=logits.device)
-                part = torch.logsumexp(logits, dim=1)
-                lse = part if lse is None else torch.logaddexp(lse, part)
-                done += n
-            rows.append(lse.cpu().numpy())
-        lm = np.array(rows).T - s0
-        weight.add(1.0 / (1.0 + np.exp(lm)))
-        mass.add(np.exp(lm))
-        log_mass.add(lm)
-    return NearWeightEstimate(
-        weight.mean, weight.stderr(), weight.n, far_sizes=sizes, far_mass=mass.mean, far_mass_stderr=mass.stderr(),
-        log_far_mass=log_mass.mean, log_far_mass_stderr=log_mass.stderr(), s0=s0, alibi_slope=alibi_slope)
-
-
-def _score_source(family: Family, rng: np.random.Generator, q: np.ndarray, k: np.ndarray, device: str | None,
-                  span: int | None = None):
-    """For a batch size b, a stream ``scores(n) -> (b, n)`` float64 tensor of q^T A_i ... A_{i-Delta+1} k for the
-    next n offsets Delta, each call continuing where the last one stopped.  ``span``: steps are drawn at least
-    that many at a time and served in slices (one path of dependent steps, not restarted at each call).
-
-    Generic steps: the query is pulled back, x_Delta = A^T ... A^T q (``transposed().transport``), carried
-    across calls, scores k . x_Delta.  Block-SO(2) steps (``AngleSteps``, or angles drawn on ``device``): the
-    carried state is the cumulative angle Theta (wrapped to [-pi, pi]) and the scores are
-    sum_b |c_b| cos(Theta_Delta,b + arg c_b) with c_b = conj(z_qb) z_kb (``backend_torch.far_logits``).
-    """
-    import torch
-
-    from . import backend_torch as bt
-
-    dev = bt.check_device(device)
-    draw = None if dev is None else bt.angle_sampler(family, dev, bt.torch_generator(rng, dev))
-    coef_abs, coef_arg = bt.probe_coefficients(q, k, dev) if family.dim % 2 == 0 else (None, None)  # SO(2): d even
-
-    def for_batch(b: int):
-        state = {"x": None, "theta": torch.zeros((b, family.dim // 2), dtype=torch.float64, device=dev),
-                 "left": None}
-
-        def scores(n: int) -> torch.Tensor:
-            if span is None:
-                return drawn(n)
-            if state["left"] is None or state["left"].shape[1] < n:
-                state["left"] = drawn(max(n, span))
-            out, state["left"] = state["left"][:, :n], state["left"][:, n:]
-            return out
-
-        def drawn(n: int) -> torch.Tensor:
-            if draw is not None:
-                theta = draw(n, b)
-            else:
-                steps = family.sample(rng, n, b)
-                theta = steps.angles()
-                if theta is None or state["x"] is not None:
-                    if state["x"] is None:
-                        state["x"] = np.broadcast_to(q, (b, family.dim))
-                    path = steps.transposed().transport(state["x"])
-                    state["x"] = path[:, -1]
-                    return torch.from_numpy(np.ascontiguousarray(path[:, 1:] @ k))
-                theta = bt.as_tensor(theta)
-            y, state["theta"] = bt.far_logits(theta, state["theta"], coef_abs, coef_arg)
-            return y
-
-        return scores
-
-    return for_batch
-
-
-def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: np.random.Generator,
-                 value_rotation: bool = True, chunk: int = 4096, device: str | None = None) -> FarResidualEstimate:
-    """Squared norm of the uniformly weighted far value residual, |r(N)|^2 / |m|^2, for each N.
-
-    r(N) = (1/N) sum_{Delta=1}^N P_Delta m with P_Delta = A_i ... A_{i-Delta+1} (values transported like keys,
-    the QKV arm) or P_Delta = I (value_rotation=False, QK-only: r = m).  Computed by the recurrence
-    U_t = A_t (U_{t-1} + m), U_N = N r(N), streamed in chunks of steps and batches of samples (running
-    moments).  Theory for SO(2) with real plane coherence rho: E|r|^2 / |m|^2 -> (1 + rho) / ((1 - rho) N).
-    device: None draws with ``rng``; "cpu" / "cuda" draws the angles with torch there (see ``coherence``).
-    """
-    from . import backend_torch as bt
-
-    sizes = _check_streaming(family, far_sizes, n_samples, rng, chunk)
-    check_bool("value_rotation", value_rotation)
-    d = family.dim
-    m = unit_probe(d)
-    dev = bt.check_device(device)
-    draw = None if dev is None else bt.angle_sampler(family, dev, bt.torch_generator(rng, dev))
-    moments = Moments()
-    for b in batches(n_samples, stream_floats(step_form(family), d, chunk, int(sizes[-1]))):
-        u = np.zeros((b, d))
-        done = 0
-        out = []
-        for target in sizes:
-            while done < target:
-                n = min(chunk, target - done)
-                if not value_rotation:
-                    u = u + n * m
-                elif draw is not None:
-                    u = accumulate_angle_values(draw(n, b), u, m)
-                else:
-                    u = family.sample(rng, n, b).accumulate_values(u, m)
-                done += n
-            out.append(np.sum((u / target) ** 2, axis=1))
-        moments.add(np.array(out).T)
-    return FarResidualEstimate(moments.mean, moments.stderr(), moments.n, far_sizes=sizes, value_rotation=value_rotation)
-
-
 def drift(family: Family, n_steps: int, rng: np.random.Generator) -> dict:
     """Orthogonality drift of one product P = A_n ... A_1 multiplied step by step in fp64 and in fp32.
 
@@ -744,7 +326,7 @@ def drift(family: Family, n_steps: int, rng: np.random.Generator) -> dict:
     check_rng(rng)
     check_steps("n_steps", n_steps)
     d = family.dim
-    per_chunk = max(1, BATCH_BUDGET // (d * d))
+    per_chunk = max(1, mc.BATCH_BUDGET // (d * d))
     products = {"fp64": np.eye(d), "fp32": np.eye(d, dtype=np.float32)}
     for start in range(0, n_steps, per_chunk):
         mats = family.sample(rng, min(per_chunk, n_steps - start), 1).dense()[0]

@@ -25,6 +25,7 @@ from accum.runtime import EXIT_INTERRUPTED, terminate_as_interrupt
 
 from . import backend_torch as bt
 from . import estimators as est
+from . import montecarlo as mc
 from .families import make_family
 from .params import ParamError, check_int, integer_option
 from .results import reserve_output
@@ -47,7 +48,7 @@ def timed(fn, device: torch.device) -> float:
 def draw_floor(family, far: int, samples: int, chunk: int, device: torch.device, seed: int) -> None:
     """The angle draws ``near_weight`` makes on ``device`` for one far size, and nothing else."""
     draw = bt.angle_sampler(family, device, bt.torch_generator(np.random.default_rng(seed), device))
-    for b in est.batches(samples, est.stream_floats(est.step_form(family), family.dim, chunk, far)):
+    for b in mc.batches(samples, mc.stream_floats(mc.step_form(family), family.dim, chunk, far)):
         for start in range(0, far, chunk):
             draw(min(chunk, far - start), b)
 

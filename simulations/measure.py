@@ -19,12 +19,13 @@ import numpy as np
 from tqdm import tqdm
 
 from . import estimators as est
+from . import montecarlo as mc
 from .families import FAMILIES, BuiltinFamily, Family, Steps, family_name, family_params, make_family
 from .params import MAX_MEMORY_BYTES, ParamError, ParamSpec, check_memory, check_seed, resolve
 from .results import NonFiniteError, jsonable, make_record
 from .userfamily import SampleReport, first_sample, sample_report
 
-_SAMPLES = lambda default: ParamSpec("samples", "int", default, "Monte Carlo samples", lo=2, hi=est.MAX_SAMPLES)  # noqa: E731
+_SAMPLES = lambda default: ParamSpec("samples", "int", default, "Monte Carlo samples", lo=2, hi=mc.MAX_SAMPLES)  # noqa: E731
 
 
 def far_grid(n_max: int, points: int) -> np.ndarray:
@@ -106,7 +107,7 @@ def _drift(f: Family, o: dict, rng: np.random.Generator) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ peak memory
-# The estimates follow the estimators' batching (``estimators.batches``: about ``BATCH_BUDGET`` numbers of
+# The estimates follow the estimators' batching (``mc.batches``: about ``BATCH_BUDGET`` numbers of
 # path per batch, within one of min(16, samples) groups) and count every array alive at the peak, in fp64
 # numbers; tests/test_robustness_memory.py holds them against tracemalloc's measured peak on small runs.
 
@@ -118,27 +119,27 @@ def sample_numbers(form: type, d: int) -> int:
 
 
 def batch_size(per_sample: int, available: int) -> int:
-    """Sequences per batch, as ``estimators.batches``: BATCH_BUDGET // per_sample, at least 1, at most available."""
-    return min(available, max(1, est.BATCH_BUDGET // max(per_sample, 1)))
+    """Sequences per batch, as ``mc.batches``: BATCH_BUDGET // per_sample, at least 1, at most available."""
+    return min(available, max(1, mc.BATCH_BUDGET // max(per_sample, 1)))
 
 
 def group_size(samples: int) -> int:
-    """Largest group of ``estimators.group_sizes``: ceil(samples / min(16, samples))."""
+    """Largest group of ``mc.group_sizes``: ceil(samples / min(16, samples))."""
     return -(-samples // min(16, samples))
 
 
 def _path_memory(option: str, n: int, samples_per_batch: int, d: int, form: type, copies: int = 1) -> dict[str, float]:
     """A batch of b sequences of n steps read by a bilinear form (``estimators.bilinear_path``): b is sized by
-    the whole path's numbers (``estimators.path_floats``), and a path longer than ``estimators.path_chunk``
+    the whole path's numbers (``mc.path_floats``), and a path longer than ``mc.path_chunk``
     steps is drawn in chunks of that many; per chunk step the draws (``copies`` of them, with their sampling
     temporaries) and about four (b, chunk+1, d) working arrays."""
-    b = batch_size(est.path_floats(form, d, n), samples_per_batch)
-    chunk = min(n, est.path_chunk(form, d))
+    b = batch_size(mc.path_floats(form, d, n), samples_per_batch)
+    chunk = min(n, mc.path_chunk(form, d))
     return {option: b * (chunk + 1) * (copies * sample_numbers(form, d) + 4 * d)}
 
 
 def _grouped_memory(option: str, n: int, samples: int, d: int, form: type, copies: int = 1) -> dict[str, float]:
-    """``estimators.grouped_sums``: one batch of paths (``_path_memory``) folded into running group sums
+    """``mc.grouped_sums``: one batch of paths (``_path_memory``) folded into running group sums
     (the sample count changes nothing beyond one batch)."""
     return _path_memory(option, n, group_size(samples), d, form, copies)
 
@@ -172,24 +173,24 @@ def _memory_streamed(o: dict, d: int, form: type) -> dict[str, float]:
     """near-weight / far-residual: b sequences of one chunk (min(chunk, n_max) steps) at a time, as steps and
     three (b, chunk, d) working arrays; each batch's rows of ``points`` results folded into running moments."""
     c = min(o["chunk"], o["n_max"])
-    b = batch_size(est.stream_floats(form, d, o["chunk"], o["n_max"]), o["samples"])
+    b = batch_size(mc.stream_floats(form, d, o["chunk"], o["n_max"]), o["samples"])
     return {"chunk": b * c * (2 * sample_numbers(form, d) + 3 * d + 1)}
 
 
 def _memory_drift(o: dict, d: int, form: type) -> dict[str, float]:
     """One chunk of at most max(1, BATCH_BUDGET / d^2) steps at a time (``estimators.drift``), held as matrices:
     sampled, its dense form, an fp64 and an fp32 copy."""
-    chunk = min(o["steps"], max(1, est.BATCH_BUDGET // (d * d)))
+    chunk = min(o["steps"], max(1, mc.BATCH_BUDGET // (d * d)))
     dense = 0 if form.form_name == "dense" else d * d
     return {"steps": chunk * (sample_numbers(form, d) + dense + 1.5 * d * d)}
 
 
-_STEPS = lambda default: ParamSpec("steps", "int", default, "number of accumulated steps n", lo=1, hi=est.MAX_STEPS)  # noqa: E731
-_CHUNK = ParamSpec("chunk", "int", 4096, "streaming chunk length", lo=1, hi=est.MAX_STEPS)
+_STEPS = lambda default: ParamSpec("steps", "int", default, "number of accumulated steps n", lo=1, hi=mc.MAX_STEPS)  # noqa: E731
+_CHUNK = ParamSpec("chunk", "int", 4096, "streaming chunk length", lo=1, hi=mc.MAX_STEPS)
 _DEVICE = ParamSpec("device", "choice", "numpy", "numpy draws (default), or torch draws and sums on cpu / cuda "
                     "(rope, and so2-accumulated with gaussian, uniform, rope-uniform or lattice angles; another "
                     "random stream of the same law)", choices=("numpy", "cpu", "cuda"))
-_GRID = (ParamSpec("n_max", "int", 10_000, "largest far-set size N", lo=1, hi=est.MAX_FAR_SIZE),
+_GRID = (ParamSpec("n_max", "int", 10_000, "largest far-set size N", lo=1, hi=mc.MAX_FAR_SIZE),
          ParamSpec("points", "int", 5, "far-set sizes on a geometric grid", lo=1, hi=200))
 
 QUANTITIES: dict[str, Quantity] = {q.name: q for q in (
@@ -200,11 +201,11 @@ QUANTITIES: dict[str, Quantity] = {q.name: q for q in (
              (ParamSpec("eps", "float", 0.05, "coherence threshold", lo=0.0, hi=1.0, lo_open=True, hi_open=True),
               _STEPS(512), _SAMPLES(2000)), _onset, _memory_coherence),
     Quantity("window", "mixing-window width W(T) = sum_Delta c_T(Delta)^2",
-             (ParamSpec("context", "int", 256, "context length T", lo=1, hi=est.MAX_STEPS), _SAMPLES(400)), _window, _memory_window),
+             (ParamSpec("context", "int", 256, "context length T", lo=1, hi=mc.MAX_STEPS), _SAMPLES(400)), _window, _memory_window),
     Quantity("score-gap", "far-score variance d E[s^2] and the near/far gap",
-             (ParamSpec("offset", "int", 256, "far distance Delta", lo=1, hi=est.MAX_STEPS), _SAMPLES(20000)), _score_gap, _memory_score_gap),
+             (ParamSpec("offset", "int", 256, "far distance Delta", lo=1, hi=mc.MAX_STEPS), _SAMPLES(20000)), _score_gap, _memory_score_gap),
     Quantity("near-weight", "near-target attention weight vs far-set size N",
-             (*_GRID, est.S0, est.ALIBI_SLOPE, _SAMPLES(32), _CHUNK, _DEVICE),
+             (*_GRID, mc.S0, mc.ALIBI_SLOPE, _SAMPLES(32), _CHUNK, _DEVICE),
              _near_weight, _memory_streamed),
     Quantity("far-residual", "|far value residual|^2 / |m|^2 vs N",
              (*_GRID, ParamSpec("value_rotation", "int", 1, "1: rotate values (QKV), 0: QK only", lo=0, hi=1),

@@ -13,7 +13,7 @@ import tracemalloc
 import pytest
 
 from accum.cli import main
-from accum.simulations.estimators import step_form
+from accum.simulations.montecarlo import step_form
 from accum.simulations.measure import peak_memory, plan_measurement, run_plan
 from accum.simulations.params import MAX_MEMORY_BYTES, ParamError
 from accum.simulations.steps import HouseholderSteps

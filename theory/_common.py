@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from accum.simulations.estimators import unit_probe  # the one default probe, shared with the Monte Carlo
+from accum.simulations.montecarlo import unit_probe  # the one default probe, shared with the Monte Carlo
 from accum.simulations.params import ParamError, field_error
 
 

@@ -40,7 +40,7 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from accum.simulations.families import Givens, Haar, Householder, LieWalk, NoPE, Rope, SO2Accumulated, make_family
-from accum.simulations.estimators import ALIBI_SLOPE, MAX_STEPS, S0, check_family
+from accum.simulations.montecarlo import ALIBI_SLOPE, MAX_STEPS, S0, check_family
 from accum.simulations.params import ParamError, ParamSpec, check_bool
 
 from . import far, farmass, groups, householder, moments, so2, values, window

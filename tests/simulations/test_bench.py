@@ -11,6 +11,7 @@ from threadpoolctl import threadpool_limits
 from accum.cli import main
 from accum.simulations import bench
 from accum.simulations import estimators as est
+from accum.simulations import montecarlo as mc
 from accum.simulations.families import make_family
 
 
@@ -27,7 +28,7 @@ class Recorder:
 
 @pytest.mark.parametrize("name,params", [("so2-accumulated", {"dim": 6}), ("householder", {"dim": 5}), ("haar", {"dim": 4})])
 def test_baselines_replay_the_estimators_sample_calls(name, params, monkeypatch):
-    monkeypatch.setattr(est, "BATCH_BUDGET", 2000)   # several batches per group and per stream
+    monkeypatch.setattr(mc, "BATCH_BUDGET", 2000)   # several batches per group and per stream
     fam = make_family(name, **params)
     cases = [
         (lambda f: est.coherence(f, 9, 300, np.random.default_rng(0)), lambda f: bench.coherence_draws(f, 9, 300, 0)),

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from accum.simulations import estimators as est
+from accum.simulations import montecarlo as mc
 from accum.simulations.families import make_family
 from accum.simulations.params import ParamError
 from accum.simulations.steps import AngleSteps, DenseSteps, HouseholderSteps
@@ -19,7 +20,7 @@ BUDGET = 1e-5
 
 
 def estimate_of(mean, stderr):
-    return est.Estimate(np.asarray(mean), np.asarray(stderr), 0)
+    return mc.Estimate(np.asarray(mean), np.asarray(stderr), 0)
 
 
 def within(e, predicted):
@@ -295,7 +296,7 @@ STREAMED = {
 def test_peak_memory_does_not_grow_with_samples_or_steps(name, monkeypatch):
     # A small batch budget makes 8x the work run as 8x the batches: the peak must stay one batch's worth
     # (plus the fixed-size result), where keeping every batch would multiply it by about 8.
-    monkeypatch.setattr(est, "BATCH_BUDGET", 300)
+    monkeypatch.setattr(mc, "BATCH_BUDGET", 300)
     fam = make_family("householder", dim=3, beta=2.0)   # reflections: orthogonal, nothing underflows
     call = STREAMED[name]
     call(fam, 400, np.random.default_rng(0))  # warm-up: lazy imports (torch) are not part of the peak
@@ -307,7 +308,7 @@ def test_peak_memory_does_not_grow_with_samples_or_steps(name, monkeypatch):
 def test_so2_fast_paths_draw_one_batch_at_a_time(monkeypatch):
     # torch buffers are not traced, so for the SO(2) fast paths check what they ask the family for: no call
     # larger than the batch budget, however many samples or far tokens.
-    monkeypatch.setattr(est, "BATCH_BUDGET", 4096)
+    monkeypatch.setattr(mc, "BATCH_BUDGET", 4096)
 
     class Recorder:
         def __init__(self, fam):
@@ -331,7 +332,7 @@ def test_drift_in_chunks_is_bit_identical_to_one_draw(monkeypatch):
     # Haar draws are sequential Gaussians, so drawing the steps in chunks sees the same matrices: same result.
     fam = make_family("haar", dim=4)
     whole = est.drift(fam, 500, np.random.default_rng(4))
-    monkeypatch.setattr(est, "BATCH_BUDGET", 7 * 16)   # 7 steps per chunk
+    monkeypatch.setattr(mc, "BATCH_BUDGET", 7 * 16)   # 7 steps per chunk
     assert est.drift(fam, 500, np.random.default_rng(4)) == whole
 
 
@@ -345,18 +346,18 @@ def test_grouped_sums_fold_batches_exactly():
         pos[0] += b
         return data[pos[0] - b:pos[0]]
 
-    sums, squares, sizes = est.grouped_sums(draw, 1000, 1)
+    sums, squares, sizes = mc.grouped_sums(draw, 1000, 1)
     edges = np.cumsum([0, *sizes])
     groups = [data[a:b] for a, b in zip(edges[:-1], edges[1:])]
     assert np.array_equal(sums, [g.sum(axis=0) for g in groups])
     assert np.array_equal(squares, [(g * g).sum(axis=0) for g in groups])
     pos[0] = 0
-    old = est.BATCH_BUDGET
+    old = mc.BATCH_BUDGET
     try:
-        est.BATCH_BUDGET = 7
-        many = est.grouped_sums(draw, 1000, 1)
+        mc.BATCH_BUDGET = 7
+        many = mc.grouped_sums(draw, 1000, 1)
     finally:
-        est.BATCH_BUDGET = old
+        mc.BATCH_BUDGET = old
     np.testing.assert_allclose(many[0], sums, rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(many[1], squares, rtol=1e-13)
 
@@ -364,7 +365,7 @@ def test_grouped_sums_fold_batches_exactly():
 @pytest.mark.parametrize("splits", [[1000], [1, 999], [3, 500, 7, 490], [250] * 4])
 def test_moments_merge_equals_two_pass(splits):
     x = np.random.default_rng(3).normal(5.0, 1e-3, size=(1000, 3))   # large mean, small spread: no cancellation
-    m = est.Moments()
+    m = mc.Moments()
     start = 0
     for size in splits:
         m.add(x[start:start + size])
@@ -381,7 +382,7 @@ def test_pooled_mean_is_the_plain_mean_and_standard_error(sizes):
     """Group sums and sums of squares pooled: exactly mean(x) and std(x, ddof=1) / sqrt(n), whatever the split."""
     x = np.random.default_rng(3).normal(2.0, 0.5, size=(sum(sizes), 4))
     parts = np.split(x, np.cumsum(sizes)[:-1])
-    mean, se, n = est.pooled_mean(np.array([p.sum(0) for p in parts]), np.array([(p**2).sum(0) for p in parts]),
+    mean, se, n = mc.pooled_mean(np.array([p.sum(0) for p in parts]), np.array([(p**2).sum(0) for p in parts]),
                                   np.array(sizes))
     assert n == x.shape[0]
     np.testing.assert_allclose(mean, x.mean(0), rtol=1e-13)
@@ -432,7 +433,7 @@ def test_bilinear_path_in_step_chunks_matches_one_draw(kind, transposed, monkeyp
     q, k = rng.normal(size=fam.dim), rng.normal(size=fam.dim)       # q != k
     steps = fam.sample(np.random.default_rng(5), 101, 1)
     want = (steps.transposed() if transposed else steps).bilinear(q, k)
-    monkeypatch.setattr(est, "BATCH_BUDGET", 13 * fam.dim)          # 13 steps per chunk
+    monkeypatch.setattr(mc, "BATCH_BUDGET", 13 * fam.dim)          # 13 steps per chunk
     chunked = Alternating(fam) if kind.endswith("alternating") else fam
     got = est.bilinear_path(chunked, np.random.default_rng(5), 101, 1, q, k, transposed=transposed)
     np.testing.assert_allclose(got, want, atol=1e-12)
@@ -452,7 +453,7 @@ def test_dense_family_draws_count_against_the_batch_budget(call, monkeypatch):
     # Haar steps are d x d matrices: a batch is sized by them, not by the (d-times smaller) path of vectors,
     # so the peak stays a small multiple of the budget (the QR of the draw needs a few copies of it).
     budget = 20_000
-    monkeypatch.setattr(est, "BATCH_BUDGET", budget)
+    monkeypatch.setattr(mc, "BATCH_BUDGET", budget)
     fam = make_family("haar", dim=12)
     call(fam, np.random.default_rng(0))
     assert peak_bytes(lambda: call(fam, np.random.default_rng(0))) <= 6 * 8 * budget

@@ -1,0 +1,176 @@
+"""Estimators over a far set of N keys, streamed over the steps in chunks (C5 and C6): the near weight
+w = 1 / (1 + sum_{Delta<=N} exp(s_Delta - s0)) with its far mass, and the value residual r(N).
+
+Neither the sample count nor the far-set size changes peak memory beyond one batch of one chunk
+(``montecarlo.stream_floats``).  Block-SO(2) steps take closed-form fast paths whose cumulative sums and cosines
+run in torch's float64 kernels (``backend_torch``); ``device="cpu"|"cuda"`` also draws their angles with torch on
+that device (a different random stream, same law).  Default probes q = k = m = 1/sqrt(d).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from .families import Family
+from .params import check_bool, check_int, field_error
+from .steps import accumulate_angle_values
+
+from .montecarlo import (ALIBI_SLOPE, MAX_FAR_SIZE, MAX_STEPS, S0, FarResidualEstimate, Moments, NearWeightEstimate,
+                         batches,
+                         check_family, check_rng, check_samples, step_form, stream_floats, unit_probe)
+
+
+def _check_sizes(name: str, sizes: Sequence[int]) -> np.ndarray:
+    """``sizes`` as a 1-d integer array, increasing, in [1, MAX_FAR_SIZE]; else ``ParamError`` naming ``name``."""
+    arr = np.asarray(sizes)
+    if (arr.ndim != 1 or arr.size == 0 or not np.issubdtype(arr.dtype, np.integer) or np.any(arr < 1)
+            or np.any(arr > MAX_FAR_SIZE) or np.any(np.diff(arr) <= 0)):
+        raise field_error(name, f"must be a non-empty increasing list of integers in [1, {MAX_FAR_SIZE}], "
+                                f"got {sizes!r}")
+    return arr
+
+
+def _check_streaming(family: Any, far_sizes: Any, n_samples: Any, rng: Any, chunk: Any) -> np.ndarray:
+    """The arguments shared by ``near_weight`` and ``far_residual``; returns the far sizes as an array."""
+    check_family(family)
+    check_rng(rng)
+    check_samples(n_samples)
+    check_int("chunk", chunk, 1, MAX_STEPS)
+    return _check_sizes("far_sizes", far_sizes)
+
+
+def near_weight(family: Family, far_sizes: Sequence[int], s0: float, n_samples: int, rng: np.random.Generator,
+                alibi_slope: float = 0.0, chunk: int = 4096, device: str | None = None) -> NearWeightEstimate:
+    """Attention weight on one near target among N far copies of its key, for each N in ``far_sizes``.
+
+    Scores (logits): near s_0 (Delta = 0, no transport); far s_Delta = s0 q^T A_i ... A_{i-Delta+1} k - slope Delta
+    for Delta = 1..N with unit q = k, so |s_Delta + slope Delta| <= s0 for any orthogonal steps.  Near weight
+        w(N) = e^{s0} / (e^{s0} + sum_{Delta=1}^N e^{s_Delta}).
+    The far sum is streamed over Delta in chunks with a running log-sum-exp (memory O(chunk), any N), and
+    samples in batches folded into running moments (memory O(batch), any n_samples).  The estimate also holds the far
+    mass M(N) = sum_Delta e^{s_Delta - s0} (an unbiased mean, E M = N E e^{s - s0} for stationary steps) and
+    its log.  Far scores come from ``_far_score_stream`` (one cos per plane and step for SO(2) steps).
+    device: None draws with ``rng``; "cpu" / "cuda" draws the angles with torch there (see ``coherence``).
+    """
+    import torch
+
+    sizes = _check_streaming(family, far_sizes, n_samples, rng, chunk)
+    s0, alibi_slope = S0.validate(s0), ALIBI_SLOPE.validate(alibi_slope)
+    d = family.dim
+    q = k = unit_probe(d)
+    # dependent steps (a Markov token source) are drawn in one piece per batch, so no chunk restarts the chain
+    span = int(sizes[-1]) if not getattr(family, "iid_steps", True) else None
+    next_scores = _score_source(family, rng, q, k, device, span)
+    weight, mass, log_mass = Moments(), Moments(), Moments()
+    for b in batches(n_samples, stream_floats(step_form(family), d, span or chunk, int(sizes[-1]))):
+        scores = next_scores(b)
+        lse, done, rows = None, 0, []
+        for target in sizes:
+            while done < target:
+                n = min(chunk, target - done)
+                logits = s0 * scores(n)
+                if alibi_slope:
+                    logits -= alibi_slope * torch.arange(done + 1, done + n + 1, dtype=torch.float64, device=logits.device)
+                part = torch.logsumexp(logits, dim=1)
+                lse = part if lse is None else torch.logaddexp(lse, part)
+                done += n
+            rows.append(lse.cpu().numpy())
+        lm = np.array(rows).T - s0
+        weight.add(1.0 / (1.0 + np.exp(lm)))
+        mass.add(np.exp(lm))
+        log_mass.add(lm)
+    return NearWeightEstimate(
+        weight.mean, weight.stderr(), weight.n, far_sizes=sizes, far_mass=mass.mean, far_mass_stderr=mass.stderr(),
+        log_far_mass=log_mass.mean, log_far_mass_stderr=log_mass.stderr(), s0=s0, alibi_slope=alibi_slope)
+
+
+def _score_source(family: Family, rng: np.random.Generator, q: np.ndarray, k: np.ndarray, device: str | None,
+                  span: int | None = None):
+    """For a batch size b, a stream ``scores(n) -> (b, n)`` float64 tensor of q^T A_i ... A_{i-Delta+1} k for the
+    next n offsets Delta, each call continuing where the last one stopped.  ``span``: steps are drawn at least
+    that many at a time and served in slices (one path of dependent steps, not restarted at each call).
+
+    Generic steps: the query is pulled back, x_Delta = A^T ... A^T q (``transposed().transport``), carried
+    across calls, scores k . x_Delta.  Block-SO(2) steps (``AngleSteps``, or angles drawn on ``device``): the
+    carried state is the cumulative angle Theta (wrapped to [-pi, pi]) and the scores are
+    sum_b |c_b| cos(Theta_Delta,b + arg c_b) with c_b = conj(z_qb) z_kb (``backend_torch.far_logits``).
+    """
+    import torch
+
+    from . import backend_torch as bt
+
+    dev = bt.check_device(device)
+    draw = None if dev is None else bt.angle_sampler(family, dev, bt.torch_generator(rng, dev))
+    coef_abs, coef_arg = bt.probe_coefficients(q, k, dev) if family.dim % 2 == 0 else (None, None)  # SO(2): d even
+
+    def for_batch(b: int):
+        state = {"x": None, "theta": torch.zeros((b, family.dim // 2), dtype=torch.float64, device=dev),
+                 "left": None}
+
+        def scores(n: int) -> torch.Tensor:
+            if span is None:
+                return drawn(n)
+            if state["left"] is None or state["left"].shape[1] < n:
+                state["left"] = drawn(max(n, span))
+            out, state["left"] = state["left"][:, :n], state["left"][:, n:]
+            return out
+
+        def drawn(n: int) -> torch.Tensor:
+            if draw is not None:
+                theta = draw(n, b)
+            else:
+                steps = family.sample(rng, n, b)
+                theta = steps.angles()
+                if theta is None or state["x"] is not None:
+                    if state["x"] is None:
+                        state["x"] = np.broadcast_to(q, (b, family.dim))
+                    path = steps.transposed().transport(state["x"])
+                    state["x"] = path[:, -1]
+                    return torch.from_numpy(np.ascontiguousarray(path[:, 1:] @ k))
+                theta = bt.as_tensor(theta)
+            y, state["theta"] = bt.far_logits(theta, state["theta"], coef_abs, coef_arg)
+            return y
+
+        return scores
+
+    return for_batch
+
+
+def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: np.random.Generator,
+                 value_rotation: bool = True, chunk: int = 4096, device: str | None = None) -> FarResidualEstimate:
+    """Squared norm of the uniformly weighted far value residual, |r(N)|^2 / |m|^2, for each N.
+
+    r(N) = (1/N) sum_{Delta=1}^N P_Delta m with P_Delta = A_i ... A_{i-Delta+1} (values transported like keys,
+    the QKV arm) or P_Delta = I (value_rotation=False, QK-only: r = m).  Computed by the recurrence
+    U_t = A_t (U_{t-1} + m), U_N = N r(N), streamed in chunks of steps and batches of samples (running
+    moments).  Theory for SO(2) with real plane coherence rho: E|r|^2 / |m|^2 -> (1 + rho) / ((1 - rho) N).
+    device: None draws with ``rng``; "cpu" / "cuda" draws the angles with torch there (see ``coherence``).
+    """
+    from . import backend_torch as bt
+
+    sizes = _check_streaming(family, far_sizes, n_samples, rng, chunk)
+    check_bool("value_rotation", value_rotation)
+    d = family.dim
+    m = unit_probe(d)
+    dev = bt.check_device(device)
+    draw = None if dev is None else bt.angle_sampler(family, dev, bt.torch_generator(rng, dev))
+    moments = Moments()
+    for b in batches(n_samples, stream_floats(step_form(family), d, chunk, int(sizes[-1]))):
+        u = np.zeros((b, d))
+        done = 0
+        out = []
+        for target in sizes:
+            while done < target:
+                n = min(chunk, target - done)
+                if not value_rotation:
+                    u = u + n * m
+                elif draw is not None:
+                    u = accumulate_angle_values(draw(n, b), u, m)
+                else:
+                    u = family.sample(rng, n, b).accumulate_values(u, m)
+                done += n
+            out.append(np.sum((u / target) ** 2, axis=1))
+        moments.add(np.array(out).T)
+    return FarResidualEstimate(moments.mean, moments.stderr(), moments.n, far_sizes=sizes, value_rotation=value_rotation)
