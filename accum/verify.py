@@ -32,8 +32,8 @@ from accum.simulations.params import ParamError, check_int, check_seed, integer_
 from accum.simulations.userfamily import check_sample
 from accum.simulations.results import (ResultError, atomic_write_json, check_output_path, jsonable, make_output_dir,
                                       make_record, read_record, reserve_output)
-from accum.simulations.sweep import (check_scheduler, check_workers, code_identity, config_words, connect,
-                                    default_workers, digest, map_outcomes)
+from accum.simulations.identity import code_identity, config_words, digest
+from accum.simulations.runner import check_scheduler, check_workers, connect, default_workers, map_outcomes
 
 from . import adversarial  # noqa: F401  (registers the adversarial Householder and orthogonal checks)
 from .claims import CHECKS, deterministic, label
