@@ -1,4 +1,4 @@
-"""The ``accum`` command line (contract in DESIGN.md).
+"""accum: numerical checks of the claims of "Why Do Accumulated Transformations Extrapolate?" (README.md).
 
 Each sub-command lives with its package and is added here by its ``add_*`` function; this module only
 assembles the parser, gives every compute command ``--threads N`` (``accum.runtime.thread_limits``) and
@@ -18,8 +18,8 @@ import importlib
 import sys
 from typing import Sequence
 
-from accum.runtime import (EXIT_INTERRUPTED, Interrupted, check_threads, terminate_as_interrupt, thread_limits,
-                           usable_cores)
+from accum.runtime import (EXIT_INTERRUPTED, Interrupted, OneLineParser, check_threads, terminate_as_interrupt,
+                           thread_limits, usable_cores)
 from accum.simulations import cli as sim_cli
 from accum.simulations.params import ParamError, integer_option
 from accum.simulations.results import ResultError
@@ -28,21 +28,6 @@ from accum.verify import add_verify
 
 #: commands that compute (numpy / BLAS / torch work) and so take --threads
 COMPUTE = ("measure", "check", "verify", "sweep", "bench", "figures")
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line, ``accum CMD: error: ...`` (exit status 2), no usage dump."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> object:
-        # argparse drops a lone "--" value (``--budget=--``) and returns [] unconverted; read it as the text "--"
-        if action.option_strings and action.nargs is None and arg_strings == ["--"]:
-            value = self._get_value(action, "--")
-            self._check_value(action, value)
-            return value
-        return super()._get_values(action, arg_strings)
 
 
 def add_threads(parser: argparse.ArgumentParser) -> None:

@@ -1,4 +1,5 @@
-"""How every ``accum`` command runs: its thread count (``--threads``) and what Ctrl-C prints.
+"""How every ``accum`` command runs: its thread count (``--threads``), what Ctrl-C prints and how a bad
+command line is refused (``OneLineParser``: one line, exit status 2).
 
 Threads: ``thread_limits(n)`` caps the BLAS / OpenMP pools numpy and scipy use (through threadpoolctl,
 which also covers libraries loaded later in the block) and torch's intra-op pool when torch is loaded.
@@ -15,6 +16,7 @@ and no temporary file is left; so is a SIGINT sent to a command whose parent sta
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import signal
@@ -81,3 +83,18 @@ def thread_limits(threads: int) -> Iterator[dict]:
         finally:
             if torch is not None:
                 torch.set_num_threads(previous)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, ``accum CMD: error: ...`` (exit status 2), no usage dump."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> object:
+        # argparse drops a lone "--" value (``--budget=--``) and returns [] unconverted; read it as the text "--"
+        if action.option_strings and action.nargs is None and arg_strings == ["--"]:
+            value = self._get_value(action, "--")
+            self._check_value(action, value)
+            return value
+        return super()._get_values(action, arg_strings)

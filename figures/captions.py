@@ -14,7 +14,7 @@ from .data import Measured
 from .overlays import Theory
 from .specs import FigureSpec
 
-SEED_RULE = ("each curve's seed is simulations.sweep.job_seed(root seed, its config, 0), stored in its record, "
+SEED_RULE = ("each curve's seed is simulations.identity.job_seed(root seed, its config, 0), stored in its record, "
              "so a curve's numbers do not depend on the other curves")
 
 

@@ -14,7 +14,7 @@ from accum.runtime import Interrupted
 from accum.simulations.families import FAMILIES, family_name, make_family
 from accum.simulations.params import ParamError, check_seed, integer_option, parse_assignments
 from accum.simulations.results import check_output_path, prove_writable_dirs
-from accum.simulations.sweep import check_workers, default_workers
+from accum.simulations.runner import check_workers, default_workers
 from accum.simulations.userfamily import check_sample
 
 from .data import DEFAULT_RESULTS, DataError, load, plan

@@ -4,7 +4,7 @@ Job identity and execution are the sweep's (``simulations.sweep``), so a figure'
 file ``accum sweep`` would write for the same job:
 
 * config = {quantity, family, params (given + the family's resolved fields), options (resolved)};
-* seed = ``sweep.job_seed(root_seed, config, 0)``: from the run's root seed and the job's own config, never
+* seed = ``identity.job_seed(root_seed, config, 0)``: from the run's root seed and the job's own config, never
   from its position in a figure, so adding a curve leaves every other curve's numbers unchanged;
 * file = ``RESULTS_DIR/<sha256 of {config, root_seed, replicate 0, seed, code version}>.json``, written
   atomically; a file is reused only if it reads back (``sweep.read_job_record``) as the record of that
@@ -18,7 +18,7 @@ from typing import NamedTuple, Sequence
 
 from tqdm import tqdm
 
-from accum.simulations import sweep
+from accum.simulations import identity, sweep
 from accum.simulations.families import family_name, family_params
 from accum.simulations.measure import resolve_job
 from accum.simulations.results import ResultError, atomic_write_json
@@ -44,17 +44,17 @@ def sweep_job(job: CurveSpec, root_seed: int, modules: tuple[str, ...], code: di
     _, family, options, _ = resolve_job(job.quantity, job.family, job.params, job.options)
     config = {"quantity": job.quantity, "family": family_name(family),
               "params": {**job.params, **family_params(family)}, "options": options}
-    key = sweep.job_key(config, root_seed, 0, code)
+    key = identity.job_key(config, root_seed, 0, code)
     return sweep.Job(f"{job.series} ({job.quantity}, {job.family})", job.quantity, job.family, job.params,
-                     options, 0, modules, key, sweep.digest(key))
+                     options, 0, modules, key, identity.digest(key))
 
 
 def plan(jobs: Sequence[CurveSpec], root_seed: int) -> list[sweep.Job]:
     """Sweep jobs for ``jobs``, in order; the installed code's identity is fingerprinted once per family
-    module set (``sweep.job_modules``)."""
-    package = sweep.measure_modules()
-    modules = {job.family: sweep.job_modules(package, job.family) for job in jobs}
-    codes = {mods: sweep.code_identity(mods) for mods in set(modules.values())}
+    module set (``identity.job_modules``)."""
+    package = identity.measure_modules()
+    modules = {job.family: identity.job_modules(package, job.family) for job in jobs}
+    codes = {mods: identity.code_identity(mods) for mods in set(modules.values())}
     return [sweep_job(job, root_seed, modules[job.family], codes[modules[job.family]]) for job in jobs]
 
 

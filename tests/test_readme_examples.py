@@ -1,25 +1,32 @@
-"""The README's "Adding a family" examples run as printed: each test executes a ```python block of README.md
-itself -- the shipped user family, the two-point angle law (numpy and torch samplers) and the sign-flip family with
-exact moments.  Statistical checks: each two-point sampler against its characteristic function, false-failure budget
-1e-4 each."""
+"""The README's examples run as printed: every ```python block of README.md is executed as it stands (its code,
+then its ``>>>`` lines as a doctest, each printed output compared with the README's), and the "Adding a family"
+examples are checked further -- the shipped user family, the two-point angle law (numpy and torch samplers) and the
+sign-flip family with exact moments.  Statistical checks: each two-point sampler against its characteristic
+function, false-failure budget 1e-4 each."""
 
+import contextlib
+import doctest
+import io
 import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import assert_within
 
 from accum.simulations import examples, laws
-from accum.simulations.steps import DenseSteps
-from accum.theory import prediction
 
 README = Path(__file__).parents[1] / "README.md"
+
+
+def python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
 
 
 def readme_block(marker: str) -> tuple[str, list[str]]:
     """(code, session): the README's ```python block containing ``marker``, split into its code and its ``>>>``
     lines (the expressions, without the prompt)."""
-    blocks = [b for b in re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S) if marker in b]
+    blocks = [b for b in python_blocks() if marker in b]
     assert len(blocks) == 1, f"{len(blocks)} README blocks contain {marker!r}"
     lines = blocks[0].splitlines()
     first_prompt = next((i for i, line in enumerate(lines) if line.startswith(">>>")), len(lines))
@@ -44,6 +51,25 @@ def assert_draws_follow_characteristic(law, theta: np.ndarray) -> None:
         for part in (np.real, np.imag):
             assert_within(part(z).mean(axis=0), part(z).std(axis=0) / np.sqrt(n) + 1e-12,
                           part(law.characteristic(k, dim)), 1e-4 / 3)
+
+
+@pytest.mark.parametrize("block", python_blocks(), ids=lambda b: b.strip().splitlines()[0][:40])
+def test_every_readme_example_runs_and_prints_what_the_readme_shows(block):
+    """A block's code before its first ``>>>`` runs in a fresh namespace and prints nothing (the README shows no
+    output for it); its ``>>>`` lines then run as a doctest (whitespace-insensitive) in that namespace."""
+    lines = block.splitlines()
+    first_prompt = next((i for i, line in enumerate(lines) if line.startswith(">>>")), len(lines))
+    namespace: dict = {}
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile("\n".join(lines[:first_prompt]), str(README), "exec"), namespace)
+    assert printed.getvalue() == ""
+    session = doctest.DocTestParser().get_doctest("\n".join(lines[first_prompt:]) + "\n", namespace, "README",
+                                                  str(README), 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    report = io.StringIO()
+    runner.run(session, out=report.write, clear_globs=False)
+    assert runner.failures == 0, report.getvalue()
 
 
 def test_readme_user_family_is_the_shipped_example():
@@ -84,8 +110,8 @@ def test_readme_angle_law_torch_sampler_draws_its_law():
 def test_readme_family_with_exact_moments_prints_what_it_says():
     """SignFlips' far residual is the closed form 1/N (E[A] = 0, exact moments): the value the README prints."""
     code, session = readme_block("class SignFlips")
-    namespace = {"np": np, "DenseSteps": DenseSteps, "prediction": prediction}
-    exec("from dataclasses import dataclass\n" + code, namespace)
+    namespace: dict = {}
+    exec(code, namespace)
     (expression,) = session
     p = eval(expression.replace(".value", ""), namespace)
     assert p.source.startswith("closed form") and np.all(p.stderr == 0)

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from accum import cli as accum_cli
-from accum.simulations import cli, sweep
+from accum.simulations import cli, grid as grids, identity, runner, sweep
 from accum.simulations.measure import measure
 from accum.simulations.params import ParamError
 from accum.simulations.results import ResultError
@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from accum.simulations.steps import AngleSteps
-from accum.simulations.sweep import THREAD_VARIABLES
+from accum.simulations.runner import THREAD_VARIABLES
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def result_files(output: pathlib.Path) -> list[pathlib.Path]:
 
 def result_sections(output: pathlib.Path) -> dict[str, str]:
     """{file name: the record's result section as canonical JSON text} (bit-level comparison)."""
-    return {p.name: sweep.canonical_json(json.loads(p.read_text())["result"]) for p in result_files(output)}
+    return {p.name: identity.canonical_json(json.loads(p.read_text())["result"]) for p in result_files(output)}
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +114,7 @@ def test_plan_expands_the_product_in_order_with_unique_hashes(tmp_path):
 def test_seed_is_the_spawned_child_of_the_job_config_and_ignores_the_rest_of_the_grid(tmp_path):
     jobs = sweep.plan(sweep.load_grid(write_grid(tmp_path, grid_text())))
     for job in jobs[:4]:
-        parent = np.random.SeedSequence(11, spawn_key=sweep.config_words(job.key["config"]))
+        parent = np.random.SeedSequence(11, spawn_key=identity.config_words(job.key["config"]))
         words = parent.spawn(job.replicate + 1)[job.replicate].generate_state(4, np.uint32)
         assert job.seed == sum(int(w) << (32 * i) for i, w in enumerate(words))
     bigger = grid_text(FAMILIES.replace("dim = [4, 6]", "dim = [8, 4, 6]"),
@@ -126,11 +126,11 @@ def test_seed_is_the_spawned_child_of_the_job_config_and_ignores_the_rest_of_the
 
 def test_code_version_is_in_the_file_key_but_not_in_the_seed(tmp_path):
     job = sweep.plan(sweep.load_grid(write_grid(tmp_path, grid_text())))[0]
-    assert job.key["code"] == sweep.code_identity(job.modules)
+    assert job.key["code"] == identity.code_identity(job.modules)
     other = {**job.key["code"], "sources": "0" * 64}
-    key = sweep.job_key(job.key["config"], 11, job.replicate, other)
-    assert sweep.digest(key) != job.hash and key["seed"] == job.seed
-    names = set(sweep.measure_modules())
+    key = identity.job_key(job.key["config"], 11, job.replicate, other)
+    assert identity.digest(key) != job.hash and key["seed"] == job.seed
+    names = set(identity.measure_modules())
     assert {f"accum.simulations.{m}" for m in ("measure", "estimators", "families", "params", "steps")} <= names
     assert not names & {"accum.simulations.sweep", "accum.simulations.cli"}
     with pytest.raises(RuntimeError, match="differs"):                # a worker with other code refuses the job
@@ -142,22 +142,22 @@ def test_one_and_three_workers_give_bit_identical_results_from_single_threaded_w
     monkeypatch.syspath_prepend(str(family_dir))
     probe = '\n[[family]]\nname = "sweep_test_families:ThreadProbe"\ndim = [2, 4]\n'
     grid = sweep.load_grid(write_grid(tmp_path, grid_text(FAMILIES + probe)))
-    for name in sweep.THREAD_VARIABLES:                                # in-process: the probe needs them set here
+    for name in runner.THREAD_VARIABLES:                                # in-process: the probe needs them set here
         monkeypatch.setenv(name, "1")
     one = sweep.run_sweep(grid, workers=1)
-    for name in sweep.THREAD_VARIABLES:                                # the pool must set them for its workers
+    for name in runner.THREAD_VARIABLES:                                # the pool must set them for its workers
         monkeypatch.delenv(name)
     three = sweep.run_sweep(replace(grid, output=tmp_path / "three"), workers=3)
     assert one.failed == three.failed == ()
     assert one.computed == three.computed == N_JOBS + 4
     assert result_sections(grid.output) == result_sections(tmp_path / "three")
-    assert not set(sweep.THREAD_VARIABLES) & set(os.environ)           # and restore the parent's environment
+    assert not set(runner.THREAD_VARIABLES) & set(os.environ)           # and restore the parent's environment
 
 
 def test_single_thread_env_leaves_user_settings_alone(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
-    with sweep.single_thread_env():
+    with runner.single_thread_env():
         assert os.environ["OMP_NUM_THREADS"] == "3" and os.environ["MKL_NUM_THREADS"] == "1"
     assert os.environ["OMP_NUM_THREADS"] == "3" and "MKL_NUM_THREADS" not in os.environ
 
@@ -325,7 +325,7 @@ def test_bad_grid_fails_before_any_job_with_a_message_naming_the_entry(case, tmp
 
     monkeypatch.setattr(sweep, "measure", no_job_may_run)
     path = write_grid(tmp_path, text)
-    with pytest.raises(sweep.GridError) as err:
+    with pytest.raises(grids.GridError) as err:
         sweep.run_sweep(sweep.load_grid(path))
     message = str(err.value)
     assert message.startswith(str(path)) and all(f in message for f in fragments), message
@@ -334,12 +334,12 @@ def test_bad_grid_fails_before_any_job_with_a_message_naming_the_entry(case, tmp
 
 def test_limits_are_inclusive_and_counted_without_expanding(tmp_path):
     families = '[[family]]\nname = "householder"\ndim = [4, 6, 8, 10, 12]\n'
-    head = HEAD.replace("seeds = 2", f"seeds = {sweep.MAX_REPLICATES}")
+    head = HEAD.replace("seeds = 2", f"seeds = {grids.MAX_REPLICATES}")
     grid = sweep.load_grid(write_grid(tmp_path, grid_text(families, "steps = 4\nsamples = [8, 16]", head)))
-    assert len(grid.replicates) == sweep.MAX_REPLICATES == 100_000
-    assert sweep.job_count(grid.families, grid.options, grid.replicates) == sweep.MAX_JOBS == 1_000_000
+    assert len(grid.replicates) == grids.MAX_REPLICATES == 100_000
+    assert grids.job_count(grid.families, grid.options, grid.replicates) == grids.MAX_JOBS == 1_000_000
     small = sweep.load_grid(write_grid(tmp_path, grid_text()))
-    assert sweep.job_count(small.families, small.options, small.replicates) == len(sweep.plan(small)) == N_JOBS
+    assert grids.job_count(small.families, small.options, small.replicates) == len(sweep.plan(small)) == N_JOBS
 
 
 def test_dask_local_cluster_gives_the_same_results(tmp_path):
@@ -376,7 +376,7 @@ def test_command_line(tmp_path, capsys):
     assert all(j["status"] == "done" and j["config"]["quantity"] == "coherence" for j in index["jobs"])
     with pytest.raises(ParamError, match="not both"):
         run_cli([path, "--workers", "2", "--scheduler", "tcp://127.0.0.1:1"])
-    assert issubclass(sweep.GridError, ParamError)                    # `accum` prints it on one line, exit 2
+    assert issubclass(grids.GridError, ParamError)                    # `accum` prints it on one line, exit 2
 
 
 def accum_sweep(argv: list[str], capsys) -> tuple[int, str]:
@@ -483,8 +483,8 @@ def test_run_sweep_checks_workers_and_scheduler(tmp_path):
         with pytest.raises(ParamError, match=fragment):
             sweep.run_sweep(grid, **kwargs)
     assert not grid.output.exists()
-    assert sweep.check_scheduler("tcp://[::1]:8786", "--scheduler") == "tcp://[::1]:8786"
-    assert sweep.check_scheduler("tls://scheduler.example.org:1", "--scheduler") == "tls://scheduler.example.org:1"
+    assert runner.check_scheduler("tcp://[::1]:8786", "--scheduler") == "tcp://[::1]:8786"
+    assert runner.check_scheduler("tls://scheduler.example.org:1", "--scheduler") == "tls://scheduler.example.org:1"
 
 
 def test_unreachable_scheduler_is_one_line_with_exit_2(tmp_path, monkeypatch, capsys):

@@ -22,13 +22,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from accum import verify as v
+from accum import report as rep, report_plan as rp
+from accum.claims import label
 from accum.simulations.families import family_name
 
 BUDGET = 0.01
-QUICK = v.PRESETS["quick"]
-PLAN = v.plan(QUICK)
-R = v.evidence_rows(PLAN)
+QUICK = rp.PRESETS["quick"]
+PLAN = rp.plan(QUICK)
+R = rp.evidence_rows(PLAN)
 
 
 def owner_and_name(target: str) -> tuple[Any, str]:
@@ -59,11 +60,11 @@ def plant(monkeypatch, target: str, old: str, new: str) -> None:
 def failed_rows(claim: str, family: str | None = None, check: str | None = None, seed: int = 0) -> list:
     """Rows of the quick report's checks for ``claim`` (optionally one family / one check) that fail."""
     jobs = [j for j in PLAN if j.claim == claim and (family is None or family_name(j.family) == family
-                                                     or v.label(j.family) == family)
+                                                     or label(j.family) == family)
             and (check is None or j.check == check)]
     assert jobs, (claim, family, check)
-    measurements, _ = v.run_plan(jobs, seed, progress=False)
-    return [r for r in v.judge_all(measurements, BUDGET, R) if not r.passed]
+    measurements, _ = rep.run_plan(jobs, seed, progress=False)
+    return [r for r in rep.judge_all(measurements, BUDGET, R) if not r.passed]
 
 
 DEFECTS = tomllib.loads(Path(__file__).with_name("planted_defects.toml").read_text())["defect"]
@@ -94,8 +95,8 @@ def test_a_planted_defect_fails_the_whole_command(monkeypatch, capsys):
 
     defect = next(d for d in DEFECTS if d["name"] == "value rotation dropped")
     plant(monkeypatch, defect["target"], defect["old"], defect["new"])
-    monkeypatch.setattr(v, "plan", lambda preset: [j for j in PLAN if j.claim in ("C6", "engine")])
-    monkeypatch.setattr(v, "evidence_rows", lambda jobs: R)
+    monkeypatch.setattr(rp, "plan", lambda preset: [j for j in PLAN if j.claim in ("C6", "engine")])
+    monkeypatch.setattr(rp, "evidence_rows", lambda jobs: R)
     assert cli.main(["verify", "--quick", "--workers", "1"]) == 1  # in this process, where the defect is planted
     out = capsys.readouterr().out
     assert "C6 FAIL" in out and "report FAIL" in out

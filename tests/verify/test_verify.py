@@ -12,7 +12,7 @@ import pytest
 from scipy import stats as sps
 
 from accum import cli
-from accum import verify as v
+from accum import calibration as cal, report as rep, report_format as fmt, report_plan as rp
 from accum.claims import CHECKS, deterministic
 from accum.verdict import (Measurement, binomial_interval, binomial_tail, dispersion, judge, min_detectable_effect, threshold,
                            z_scores)
@@ -20,7 +20,7 @@ from accum.verdict import (Measurement, binomial_interval, binomial_tail, disper
 BUDGET = 0.01
 CONTRACT = ("claim", "family", "kind", "counts_as_evidence", "predicted", "measured", "stderr", "z", "k",
             "reference", "dof", "mde", "mde_absolute", "passed")
-COLUMN = {c[0]: i for i, c in enumerate(v.COLUMNS)}
+COLUMN = {c[0]: i for i, c in enumerate(fmt.COLUMNS)}
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def test_quick_report_passes_at_seed_0(quick_report):
     status, report, _, text = quick_report
     failed = [r for r in report["rows"] if not r["passed"]]
     assert status == 0 and report["passed"], failed
-    assert report["claims"] == {c: True for c in v.CLAIMS}
+    assert report["claims"] == {c: True for c in rp.CLAIMS}
     assert "report PASS" in text
 
 
@@ -62,7 +62,7 @@ def test_rows_follow_the_json_contract(quick_report):
 
 def test_every_claim_has_evidence_for_every_family_it_runs_on(quick_report):
     _, report, _, _ = quick_report
-    pairs = {(r["claim"], r["family"]) for r in report["rows"] if r["claim"] in v.CLAIMS}
+    pairs = {(r["claim"], r["family"]) for r in report["rows"] if r["claim"] in rp.CLAIMS}
     evidence = {(r["claim"], r["family"]) for r in report["rows"] if r["counts_as_evidence"]}
     contrasts = {(c, f) for c, f in pairs if f.startswith(("rope", "nope"))}  # deterministic contrasts
     assert pairs - contrasts <= evidence
@@ -92,62 +92,62 @@ def test_markdown_is_valid_and_console_columns_align(quick_report):
     verdict column sits at one position on every row."""
     _, report, md, text = quick_report
     pipes = {line.replace("\\|", "").count("|") for line in md.splitlines() if line.startswith("|")}
-    assert pipes == {len(v.COLUMNS) + 1, 4}  # the rows tables and the claims table
-    rows = [line for line in text.splitlines() if line.split(" ", 1)[0] in (*v.CLAIMS, "engine") and len(line) > 150]
+    assert pipes == {len(fmt.COLUMNS) + 1, 4}  # the rows tables and the claims table
+    rows = [line for line in text.splitlines() if line.split(" ", 1)[0] in (*rp.CLAIMS, "engine") and len(line) > 150]
     assert len(rows) == len(report["rows"])
     assert len({line.rfind(" PASS") if line.endswith("PASS") else line.rfind(" FAIL") for line in rows}) == 1
 
 
 def test_seeds_come_from_the_check_identity_not_its_position():
-    jobs = v.plan(v.PRESETS["quick"])
+    jobs = rp.plan(rp.PRESETS["quick"])
     cheap = [j for j in jobs if j.check == "fast-paths"][:2] + [j for j in jobs if j.check == "score-gap"][:1]
-    alone, _ = v.run_plan(cheap[2:], 5, progress=False)
-    together, _ = v.run_plan(cheap, 5, progress=False)
+    alone, _ = rep.run_plan(cheap[2:], 5, progress=False)
+    together, _ = rep.run_plan(cheap, 5, progress=False)
     assert float(alone[0].measured) == float(together[-1].measured)
 
 
 def test_a_process_pool_gives_the_same_rows_as_this_process():
-    jobs = v.plan(v.PRESETS["quick"])
+    jobs = rp.plan(rp.PRESETS["quick"])
     few = [j for j in jobs if j.check in ("fast-paths", "score-gap")][5:9]
-    serial, _ = v.run_plan(few, 3, progress=False)
-    pooled, _ = v.run_plan(few, 3, progress=False, workers=2)
+    serial, _ = rep.run_plan(few, 3, progress=False)
+    pooled, _ = rep.run_plan(few, 3, progress=False, workers=2)
     assert [(m.what, float(np.max(m.measured))) for m in serial] == [(m.what, float(np.max(m.measured))) for m in pooled]
 
 
 def test_a_rerun_with_a_cache_reuses_finished_checks_and_recomputes_corrupt_ones(tmp_path, monkeypatch):
-    jobs = [j for j in v.plan(v.PRESETS["quick"]) if j.check in ("fast-paths", "score-gap")][5:8]
-    first, _ = v.run_plan(jobs, 2, progress=False, cache=tmp_path)
+    jobs = [j for j in rp.plan(rp.PRESETS["quick"]) if j.check in ("fast-paths", "score-gap")][5:8]
+    first, _ = rep.run_plan(jobs, 2, progress=False, cache=tmp_path)
     files = sorted(tmp_path.glob("*.json"))
     assert len(files) == 3
     files[0].write_text("{ half a file")
     calls = []
-    real = v.run_job
-    monkeypatch.setattr(v, "run_job", lambda item: calls.append(item[0]) or real(item))
-    again, _ = v.run_plan(jobs, 2, progress=False, cache=tmp_path)
+    real = rep.run_job
+    monkeypatch.setattr(rep, "run_job", lambda item: calls.append(item[0]) or real(item))
+    again, _ = rep.run_plan(jobs, 2, progress=False, cache=tmp_path)
     assert len(calls) == 1  # only the corrupt one was recomputed
     assert [(m.what, m.measured.tolist(), m.stderr.tolist()) for m in again] == \
         [(m.what, m.measured.tolist(), m.stderr.tolist()) for m in first]
 
 
 def test_evidence_rows_are_derived_from_the_plan():
-    jobs = v.plan(v.PRESETS["quick"])
-    assert v.evidence_rows(jobs) == sum(k in ("statistical", "adversarial") for j in jobs for k in j.kinds())
+    jobs = rp.plan(rp.PRESETS["quick"])
+    assert rp.evidence_rows(jobs) == sum(k in ("statistical", "adversarial") for j in jobs for k in j.kinds())
     rope = [j for j in jobs if j.check == "window" and deterministic(j.family)][0]
     assert rope.kinds() == ("exact", "exact")
 
 
 def test_a_job_that_returns_other_rows_than_it_declares_is_an_error(monkeypatch):
-    job = [j for j in v.plan(v.PRESETS["quick"]) if j.check == "fast-paths"][0]
+    job = [j for j in rp.plan(rp.PRESETS["quick"]) if j.check == "fast-paths"][0]
     spec = CHECKS["fast-paths"]
     monkeypatch.setitem(CHECKS, "fast-paths", spec.__class__(spec.claim, spec.run, lambda family, **_: ("exact", "exact")))
     with pytest.raises(RuntimeError, match="declared"):
-        v.run_plan([job], 0, progress=False)
+        rep.run_plan([job], 0, progress=False)
 
 
 def test_a_claim_without_evidence_rows_fails():
     row = judge(Measurement("C1", "f", "x", "exact", np.array(1.0), np.array(0.0), np.array(1.0), 1), 0.01)
     assert row.passed
-    assert v.claim_verdicts([row], ["C1", "C2"]) == {"C1": False, "C2": False}
+    assert rep.claim_verdicts([row], ["C1", "C2"]) == {"C1": False, "C2": False}
 
 
 def m(measured, predicted=0.0, stderr=1.0, **kw):
@@ -187,7 +187,7 @@ def test_a_prediction_of_0_states_an_absolute_detectable_effect():
     mixed = judge(m([0.003, 2.1], [0.0, 2.0], [0.002, 0.01]), 0.01)
     assert mixed.mde_absolute is None and mixed.mde == pytest.approx(k * 0.01 / 2.0)
     assert judge(m(0.1, 0.0, 0.01, effect_scale=5.0), 0.01).mde_absolute is None
-    cells = v._cells({**asdict(zero)})
+    cells = fmt._cells({**asdict(zero)})
     assert cells[COLUMN["mde"]] == f"±{zero.mde_absolute:.2g}"
 
 
@@ -236,9 +236,9 @@ def test_z_scores_are_standard_normal_when_both_sides_are_noisy(scale):
 
 
 def test_calibrate_counts_failures_per_row(monkeypatch, capsys, tmp_path):
-    jobs = v.plan(v.PRESETS["quick"])
+    jobs = rp.plan(rp.PRESETS["quick"])
     few = [j for j in jobs if j.check == "fast-paths"][:2] + [j for j in jobs if j.check == "score-gap"][:4]
-    monkeypatch.setattr(v, "plan", lambda preset: few)
+    monkeypatch.setattr(rp, "plan", lambda preset: few)
     path = tmp_path / "cal.json"
     assert cli.main(["verify", "--calibrate", "3", "--workers", "1", "--json", str(path)]) == 0
     out = capsys.readouterr().out
@@ -251,18 +251,18 @@ def test_calibrate_counts_failures_per_row(monkeypatch, capsys, tmp_path):
 def test_calibrating_part_of_the_report_judges_its_rows_as_the_whole_report_does(monkeypatch, tmp_path):
     """--only score-gap: the score-gap rows alone, each judged at the whole plan's R (its z, k and verdict are the
     whole report's), and the summary's share uses that R."""
-    jobs = v.plan(v.PRESETS["quick"])
+    jobs = rp.plan(rp.PRESETS["quick"])
     few = [j for j in jobs if j.check == "fast-paths"][:1] + [j for j in jobs if j.check == "score-gap"][:3]
-    monkeypatch.setattr(v, "plan", lambda preset: few)
+    monkeypatch.setattr(rp, "plan", lambda preset: few)
     whole, part = tmp_path / "whole.json", tmp_path / "part.json"
     assert cli.main(["verify", "--calibrate", "2", "--workers", "1", "--json", str(whole)]) == 0
     assert cli.main(["verify", "--calibrate", "2", "--workers", "1", "--only", "score-gap", "--json", str(part)]) == 0
     w, p = (json.loads(x.read_text())["result"] for x in (whole, part))
     assert p["checks"] == ["score-gap"] and w["checks"] == "all"
-    assert p["evidence_rows"] == w["evidence_rows"] == v.evidence_rows(few)
+    assert p["evidence_rows"] == w["evidence_rows"] == rp.evidence_rows(few)
     assert len(p["rows"]) == sum(len(j.kinds()) for j in few[1:]) < len(w["rows"])
     assert [(r["what"], r["failures"]) for r in p["rows"]] == [(r["what"], r["failures"]) for r in w["rows"][-len(p["rows"]):]]
-    assert p["rows"][0]["expected"] == pytest.approx(2 * 0.01 / v.evidence_rows(few))
+    assert p["rows"][0]["expected"] == pytest.approx(2 * 0.01 / rp.evidence_rows(few))
 
 
 def test_calibration_summary_flags_a_row_significantly_above_three_times_its_share():
@@ -278,14 +278,14 @@ def test_calibration_summary_flags_a_row_significantly_above_three_times_its_sha
                          "rows": [(c, f, w, i not in bad, e) for i, (c, f, w, _, e) in enumerate(rows)]})
     outcomes[8]["rows"][1] = ("C1", "f1", "x", False, True)  # row 1 fails again at seed 9
     outcomes[8]["passed"] = False
-    c = v.summarize_calibration(outcomes, "quick", 1, 0.01)
+    c = cal.summarize_calibration(outcomes, "quick", 1, 0.01)
     by = {r["family"]: r for r in c["rows"]}
     assert c["failures"] == 4 and c["seeds_failed"] == [3, 7, 9, 11] and c["evidence_rows"] == 57
     assert by["f0"]["failures"] == 1 and by["f0"]["p_above_3x_share"] == pytest.approx(1 - (1 - 0.03 / 57) ** 500)
     assert by["f1"]["failures"] == 2 and by["f1"]["p_above_3x_share"] < 0.05 < by["f0"]["p_above_3x_share"]
     assert by["g"]["failures"] == 1 and by["g"]["p_above_3x_share"] is None
     assert c["rows_above_3x_share"] == 1
-    assert "significant against 3x their share" in v.format_calibration(c)
+    assert "significant against 3x their share" in cal.format_calibration(c)
 
 
 def test_binomial_tail_is_the_upper_tail_sum():
@@ -300,12 +300,12 @@ def test_binomial_tail_is_the_upper_tail_sum():
 def test_calibration_with_a_cache_resumes_and_extends(monkeypatch, capsys, tmp_path):
     """With --cache every finished report is saved as it arrives: a longer run reuses the shorter run's reports
     (computing only the new seeds) and gives the same per-seed outcomes as an uncached run."""
-    jobs = v.plan(v.PRESETS["quick"])
+    jobs = rp.plan(rp.PRESETS["quick"])
     few = [j for j in jobs if j.check == "score-gap"][:3]
-    monkeypatch.setattr(v, "plan", lambda preset: few)
+    monkeypatch.setattr(rp, "plan", lambda preset: few)
     computed = []
-    real = v._report_outcome
-    monkeypatch.setattr(v, "_report_outcome", lambda item: computed.append(item[1]) or real(item))
+    real = cal._report_outcome
+    monkeypatch.setattr(cal, "_report_outcome", lambda item: computed.append(item[1]) or real(item))
     cache = tmp_path / "cache"
     assert cli.main(["verify", "--calibrate", "2", "--workers", "1", "--cache", str(cache)]) == 0
     assert computed == [1, 2] and len(list(cache.iterdir())) == 2
@@ -338,10 +338,10 @@ def test_a_user_family_is_verified_on_every_claim_that_applies(tmp_path, capsys)
     assert cli.main(["verify", "--quick", "--family", "accum.simulations.examples:SignedPermutation", "--param", "dim=8",
                      "--workers", "1", "--json", str(path)]) == 0
     report = json.loads(path.read_text())["result"]
-    assert report["passed"] and set(report["claims"]) == set(v.CLAIMS) and all(report["claims"].values())
+    assert report["passed"] and set(report["claims"]) == set(rp.CLAIMS) and all(report["claims"].values())
     estimated = [r for r in report["rows"] if r["source"].startswith("estimated")]
     assert estimated and all(r["pred_stderr"] > 0 for r in estimated)
-    assert {r["claim"] for r in report["rows"] if r["counts_as_evidence"]} == set(v.CLAIMS)
+    assert {r["claim"] for r in report["rows"] if r["counts_as_evidence"]} == set(rp.CLAIMS)
 
 
 def test_adversarial_search_reaches_the_bound_where_it_is_attainable():

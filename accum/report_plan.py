@@ -1,0 +1,260 @@
+"""What ``accum verify`` runs: the claims C1-C6, the report sizes (``PRESETS``: quick and full), the default
+families and the plan -- the list of ``Check`` jobs (registered check, family, keyword arguments) of the
+default report (``plan``), of one family (``plan_for_family``) or of some of its checks (``plan_part``).
+
+The plan knows the kind of every row before anything runs (``Check.kinds``): R = ``evidence_rows`` of them
+share the false-failure budget.  Running and judging the plan is ``accum.report``'s.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+import numpy as np
+
+from accum.simulations.families import Family, family_name, family_params, make_family
+from accum.simulations.identity import config_words
+
+from . import adversarial  # noqa: F401  (registers the adversarial Householder and orthogonal checks)
+from .claims import CHECKS, deterministic, label
+from .verdict import EVIDENCE, Measurement
+
+CLAIMS = {
+    "C1": "incoherence: ||E[A_n...A_1]|| decays to ~0 after finitely many steps",
+    "C2": "finite mixing window, independent of context length T",
+    "C3": "per-token suppression at train length transfers unchanged to any length",
+    "C4": "score gap: far scores ~ N(0, |q|^2|k|^2/d) against the near signal",
+    "C5": "near weight -> 0 with the far-set size N unless far mass is controlled (ALiBi)",
+    "C6": "rotating values (SO(2)) makes far residuals add incoherently, |r|^2 ~ 1/N",
+}
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Sample counts and sizes of one report size (the checks' keyword arguments; ``family_checks``, ``plan``).
+
+    Samples are Monte Carlo paths or sequences per row unless a field says otherwise; every count scales a
+    row's standard error as 1/sqrt(count)."""
+
+    coherence_samples: int  #: C1 coherence curve: paths per curve
+    steps: int  #: C1 coherence curve: its length n (a Haar curve runs 4 steps: incoherent after one)
+    theory_samples: int  #: samples behind a prediction with no closed form (estimated moments, ``theory.moments``)
+    window_samples: int  #: C2 mixing window W(T): paths per context length
+    contexts: tuple[int, ...]  #: C2: the context lengths T whose windows must agree
+    bias_context: int  #: C2 window-bias check: its context length
+    bias_samples: int  #: C2 window-bias check: paths (few on purpose: uncorrected, noise would add width)
+    transfer: tuple[int, int]  #: C3: (train length, evaluation length)
+    transfer_samples: int  #: C3: paths per length
+    gap_dims: tuple[int, ...]  #: C4 score gap: the head sizes d
+    gap_samples: int  #: C4 score gap: draws per d
+    haar_max_dim: int  #: C4 score gap: Haar rows only up to this d (a d x d QR per step)
+    scores_length: int  #: C4 far-score variance: sequence length
+    scores_offset: int  #: C4 far-score variance: pairs at least this far apart count as far
+    scores_sequences: int  #: C4 far-score variance: sequences
+    far_sizes: tuple[int, ...]  #: C5 far mass of the SO(2) family: far-set sizes N
+    far_samples: int  #: C5 far mass: paths per N
+    alibi_sizes: tuple[int, ...]  #: C5 near weight with and without ALiBi: far-set sizes N
+    alibi_samples: int  #: C5 near weight: paths per N
+    short_far_sizes: tuple[int, ...]  #: C5 far mass of every other family: far-set sizes N
+    engines_far_size: int  #: C5 far mass, streaming against all-pairs ``scores()``: N
+    engines_samples: int  #: C5 far mass, streaming against all-pairs: paths of each
+    adversarial_sizes: tuple[int, ...]  #: C5 adversarial q, k for SO(2): far-set sizes N
+    adversarial_iterations: int  #: C5 adversarial search: ascent steps per start
+    residual_sizes: tuple[int, ...]  #: C6 value residual: far-set sizes N
+    residual_samples: int  #: C6 value residual: paths per N
+    se_replicates: int  #: standard-error checks: independent replicates per estimator
+    fast_path_length: int  #: fast paths against the fp64 reference: sequence length (odd)
+    #: (check, family key of ``default_families``, factor): that family's sample count for that check is the
+    #: preset's times the factor, for families whose rows resolve their closed form far better (or worse) per sample
+    family_factors: tuple[tuple[str, str, float], ...] = ()
+
+    def samples(self, check: str, family_key: str | None, base: int) -> int:
+        """``base`` samples scaled by the factor of (check, family_key), if any (a user family: none)."""
+        factor = next((f for c, k, f in self.family_factors if (c, k) == (check, family_key)), 1.0)
+        return max(1, round(base * factor))
+
+
+QUICK = Preset(coherence_samples=40_000, steps=64, theory_samples=20_000, window_samples=6_000,
+               contexts=(64, 256, 1024), bias_context=4096, bias_samples=256, transfer=(64, 1024),
+               transfer_samples=6_000, gap_dims=(8, 32, 128), gap_samples=75_000, haar_max_dim=8,
+               scores_length=256, scores_offset=16, scores_sequences=1400, far_sizes=(100, 1000, 10_000),
+               far_samples=192, alibi_sizes=(10, 100, 1000), alibi_samples=6000, short_far_sizes=(10, 100, 1000),
+               engines_far_size=600, engines_samples=64, adversarial_sizes=(10, 100, 1000), adversarial_iterations=150,
+               residual_sizes=(10, 100, 1000), residual_samples=5000, se_replicates=40, fast_path_length=37,
+               family_factors=(("coherence", "haar", 0.25), ("far-mass", "householder", 2.5),
+                               ("far-mass", "householder-token", 4.0), ("far-mass", "givens", 9.0)))
+
+PRESETS = {
+    "quick": QUICK,
+    # the quick plan with each claim's sample counts scaled by (its detectable error at quick / 0.45%)^2 -- the
+    # best closed-form row of each family, worst family: C1 1.1% (von Mises), C2 0.15% (no change), C3 1.4%,
+    # C4 1.9%, C5 1.1-1.6%, C6 1.35% -- so every claim detects 0.5%; the sizes (lengths, far sets, dimensions)
+    # are the quick ones.  Families whose best closed-form row detects far less than 0.45% at these counts get
+    # fewer samples, factor ~ (their detectable error / 0.45%)^2 with some margin: the detectable error also
+    # depends on the random probe pair q != k a check draws (a check's stream is seeded from its identity, sample
+    # count included), so the factors were set from two full runs at seed 0 (coherence of householder 0.09%,
+    # so2 0.10-0.13%, givens 0.20-0.22%, uniform 0.20-0.21%, householder-token 0.23-0.24%, token 0.26-0.35%;
+    # scores of haar 0.20-0.19%, so2 0.27-0.36%, token 0.29-0.24%; the residual of householder 0.38%)
+    "full": replace(QUICK, coherence_samples=220_000, theory_samples=80_000, bias_samples=1024,
+                    transfer_samples=60_000, gap_samples=1_350_000, scores_sequences=25_000, far_samples=1152,
+                    alibi_samples=72_000, engines_samples=256, adversarial_iterations=300, residual_samples=45_000,
+                    se_replicates=80, fast_path_length=61,
+                    family_factors=(("coherence", "haar", 0.25), ("coherence", "householder", 0.06),
+                                    ("coherence", "so2", 0.1), ("coherence", "givens", 0.3),
+                                    ("coherence", "uniform", 0.3), ("coherence", "householder-token", 0.35),
+                                    ("coherence", "token", 0.7), ("scores-far-variance", "haar", 0.25),
+                                    ("scores-far-variance", "so2", 0.75), ("scores-far-variance", "token", 0.5),
+                                    ("values", "householder", 0.8),
+                                    # C5 far mass: (quick detectable error / 0.45%)^2 times the quick samples, over
+                                    # far_samples (quick at seed 0: householder 1.4% of 480 samples, token 1.5% of
+                                    # 192, householder-token 1.7% of 768, givens 1.6% of 1728; haar 1.0% of 192
+                                    # already gives 0.41% at 1152)
+                                    ("far-mass", "householder", 4.0), ("far-mass", "token", 2.0),
+                                    ("far-mass", "householder-token", 9.5), ("far-mass", "givens", 19.0))),
+}
+
+EPS = 0.05
+S0 = 4.0
+SLOPE = 0.5
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check of the plan: its registered name, the family and its keyword arguments.
+
+    Checks run on the job runner (``simulations.runner.map_outcomes``: this process, a pool or Dask), each seeded from
+    its ``identity`` and cached under the sha256 of (identity, seed, code version) like a sweep job."""
+
+    check: str
+    family: Family
+    kwargs: dict
+
+    @property
+    def identity(self) -> dict:
+        """What the job's random stream is seeded from (never its position in the plan)."""
+        return {"check": self.check, "family": family_name(self.family), "params": family_params(self.family),
+                "kwargs": self.kwargs}
+
+    @property
+    def claim(self) -> str:
+        """The claim this job's rows concern (``engine`` for the fast-path sanity rows)."""
+        return CHECKS[self.check].claim(**self.kwargs)
+
+    @property
+    def label(self) -> str:
+        return f"{self.check} {label(self.family)}"
+
+    def kinds(self) -> tuple[str, ...]:
+        return CHECKS[self.check].kinds(self.family, **self.kwargs)
+
+    def run(self, seed: int) -> list[Measurement]:
+        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=config_words(self.identity)))
+        return CHECKS[self.check].run(self.family, rng, **self.kwargs)
+
+
+def evidence_rows(jobs: Sequence[Check]) -> int:
+    """R: the number of evidence rows the plan's jobs declare (they share the budget)."""
+    return sum(kind in EVIDENCE for job in jobs for kind in job.kinds())
+
+
+def _so2(**params: Any) -> Family:
+    return make_family("so2-accumulated", **{"dim": 16, **params})
+
+
+def default_families() -> dict[str, Family]:
+    """The report's families: asymmetric on purpose (nonzero mean angles, stay != 1/2, token tables)."""
+    return {
+        "so2": _so2(law="gaussian", mu=0.3, sigma=0.5),
+        "vonmises": _so2(law="vonmises", mu=0.5, kappa=2.0),
+        "uniform": _so2(law="uniform", a=1.3),
+        "cauchy": _so2(law="wrapped-cauchy", mu=0.5, gamma=0.3),
+        "token": _so2(law="token", source="markov", stay=0.7),
+        "householder": make_family("householder", dim=16, beta=1.0),
+        # 256 token directions in d = 16: E[A] = I - 2 W^T W / V has its slowest rate near 0.93 (with V = 32 it was
+        # 0.99, and |c(64)| > 0.05 for some random probe pairs: a calibration run caught that row failing 3/40)
+        "householder-token": make_family("householder", dim=16, beta=2.0, w="token", vocab=256),
+        "haar": make_family("haar", dim=16),
+        "givens": make_family("givens", dim=8, sigma=1.0),
+        "rope": make_family("rope", dim=16),
+        "nope": make_family("nope", dim=16),
+    }
+
+
+def family_checks(f: Family, p: Preset, claims: set[str], key: str | None = None) -> list[Check]:
+    """The checks of one family for the claims in ``claims`` (C1 coherence ... C6 residual, plus its fast
+    paths against the reference and one standard-error check); ``key`` names a default family (its sample
+    factors, ``Preset.samples``; Haar is incoherent after one step, so its coherence runs a few steps)."""
+    ts = p.theory_samples
+    jobs = [Check("fast-paths", f, {"length": p.fast_path_length})]
+    if "C1" in claims:
+        jobs.append(Check("coherence", f, {"steps": 4 if key == "haar" else p.steps, "eps": EPS, "theory_samples": ts,
+                                         "samples": p.samples("coherence", key, p.coherence_samples)}))
+    if "C2" in claims:  # a deterministic family's window is exact from a handful of paths
+        jobs.append(Check("window", f, {"contexts": p.contexts, "samples": 4 if deterministic(f) else p.window_samples,
+                                      "theory_samples": ts}))
+    if "C3" in claims:
+        jobs.append(Check("transfer", f, {"train": p.transfer[0], "evaluate": p.transfer[1],
+                                        "samples": p.transfer_samples, "theory_samples": ts}))
+    if "C4" in claims:
+        jobs.append(Check("scores-far-variance", f, {"length": p.scores_length, "offset": p.scores_offset,
+                                                   "sequences": p.samples("scores-far-variance", key, p.scores_sequences),
+                                                   "theory_samples": ts}))
+    if "C5" in claims:
+        jobs.append(Check("far-mass", f, {"far_sizes": p.short_far_sizes, "s0": S0, "theory_samples": ts,
+                                          "samples": p.samples("far-mass", key, p.far_samples)}))
+        jobs.append(Check("far-mass-engines", f, {"far_size": p.engines_far_size, "s0": S0, "samples": p.engines_samples}))
+    if "C6" in claims:
+        jobs.append(Check("values", f, {"far_sizes": p.residual_sizes, "theory_samples": ts,
+                                      "samples": p.samples("values", key, p.residual_samples)}))
+    return jobs
+
+
+def plan(preset: Preset) -> list[Check]:
+    """The default report: every claim on the families it is about (module docstring of ``accum.claims``)."""
+    p, fam = preset, default_families()
+    ts = p.theory_samples
+    jobs: list[Check] = []
+    claims_of = {"so2": {"C1", "C2", "C4", "C6"}, "vonmises": {"C1"}, "uniform": {"C1"}, "cauchy": {"C1"},
+                 "token": {"C1", "C3", "C4", "C5"}, "householder": {"C1", "C2", "C4", "C5", "C6"},
+                 "householder-token": {"C1", "C4", "C5"}, "haar": {"C1", "C4", "C5"}, "givens": {"C1", "C4", "C5"},
+                 "rope": {"C2"}}  # every angle law (its sampler and characteristic function) on C1
+    for key, claims in claims_of.items():
+        jobs += family_checks(fam[key], p, claims, key)
+    jobs.append(Check("window-bias", fam["so2"], {"context": p.bias_context, "samples": p.bias_samples, "theory_samples": ts}))
+    for d in p.gap_dims:
+        gap = [(_so2(dim=d, law="uniform", a=math.pi), 1), (_so2(dim=d, law="gaussian", sigma=1.0), 16)]
+        gap += [(make_family("haar", dim=d), 1)] if d <= p.haar_max_dim else []
+        for f, offset in gap:
+            jobs.append(Check("score-gap", f, {"offset": offset, "samples": p.gap_samples}))
+    jobs.append(Check("far-mass", fam["so2"], {"far_sizes": p.far_sizes, "s0": S0, "samples": p.far_samples}))
+    for f in (fam["so2"], fam["nope"]):
+        jobs.append(Check("alibi", f, {"far_sizes": p.alibi_sizes, "s0": S0, "slope": SLOPE,
+                                     "samples": 2 if deterministic(f) else p.alibi_samples}))
+    jobs.append(Check("adversarial-so2", fam["so2"], {"far_sizes": p.adversarial_sizes, "s0": S0,
+                                                    "iterations": p.adversarial_iterations, "starts": 2}))
+    for check, f in (("adversarial-householder", fam["householder"]), ("adversarial-orthogonal", fam["haar"])):
+        jobs.append(Check(check, f, {"far_sizes": p.adversarial_sizes, "s0": S0, "iterations": p.adversarial_iterations,
+                                     "starts": 2}))
+    for estimator, f in (("coherence", fam["so2"]), ("window", fam["so2"]), ("score-gap", fam["householder"]),
+                         ("near-weight", fam["so2"]), ("far-residual", fam["so2"])):
+        jobs.append(Check("stderr", f, {"estimator": estimator, "replicates": p.se_replicates,
+                                      "samples": 40 if estimator in ("near-weight",) else 200}))
+    return jobs
+
+
+def plan_for_family(preset: Preset, family: Family, claims: set[str]) -> list[Check]:
+    """The report for one (e.g. user-defined) family: its checks for the claims that apply to it, and the
+    standard error of the coherence estimator on it."""
+    jobs = family_checks(family, preset, claims)
+    if "C1" in claims:
+        jobs.append(Check("stderr", family, {"estimator": "coherence", "replicates": preset.se_replicates, "samples": 200}))
+    return jobs
+
+
+def plan_part(preset: str, only: Sequence[str] | None) -> tuple[list[Check], int]:
+    """The checks of the default plan named in ``only`` (check names such as ``far-mass``; None: every check) and
+    the whole plan's evidence rows R, at which each of their rows is judged."""
+    jobs = plan(PRESETS[preset])
+    return ([j for j in jobs if only is None or j.check in only], evidence_rows(jobs))

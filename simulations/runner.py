@@ -1,0 +1,152 @@
+"""The one job runner of ``accum sweep``, ``accum verify`` and ``accum figures``: ``map_outcomes`` runs a
+module-level function over a list of items in this process, on a local ``spawn`` process pool of
+single-threaded workers, or on a Dask cluster (``connect``), and yields each outcome (or the exception it
+raised) as it finishes.  It also checks the ``--workers`` and ``--scheduler`` options of those commands.
+
+Nothing here knows what a job is; results are the caller's to save (``simulations.sweep``, ``accum.report``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import re
+import signal
+import threading
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Any, Callable, Iterator
+
+from tqdm import tqdm
+
+from accum.runtime import usable_cores
+
+from .params import ParamError
+
+MAX_WORKERS = 1024         # local processes (``--workers``)
+SCHEDULER_SCHEMES = ("tcp", "tls")
+SCHEDULER_ADDRESS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)"
+                               r":(?P<port>[0-9]+)")
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
+                    "NUMEXPR_NUM_THREADS")
+
+
+@contextlib.contextmanager
+def single_thread_env() -> Iterator[None]:
+    """Set each variable of ``THREAD_VARIABLES`` not already set to "1" while the block runs, then remove it.
+
+    Pool workers are started with ``spawn`` and copy this environment, so OpenBLAS/MKL/OpenMP read 1 thread
+    when numpy loads in them (setting it in a worker initializer would be too late: numpy is imported while
+    the worker unpickles its first task).  A value the user set is left alone.
+    """
+    added = [name for name in THREAD_VARIABLES if name not in os.environ]
+    os.environ.update(dict.fromkeys(added, "1"))
+    try:
+        yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
+
+
+def serial_outcomes(fn: Callable[[Any], Any], items: list) -> Iterator[tuple[Any, Any]]:
+    """In-process: (item, fn(item) or the exception it raised), in order."""
+    for item in items:
+        try:
+            outcome = fn(item)
+        except Exception as err:  # a failing job is reported and retried on the next run, not fatal
+            outcome = err
+        yield item, outcome
+
+
+def pool_worker_init() -> None:
+    """Pool worker initializer: Ctrl-C (SIGINT, sent to the whole process group) is the parent's to handle, and
+    tqdm bars in the worker lock with a thread lock, not tqdm's default cross-process semaphore (a worker
+    terminated on Ctrl-C would leave that semaphore registered, and Python warns about it at exit)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    tqdm.set_lock(threading.RLock())
+
+
+def pool_outcomes(fn: Callable[[Any], Any], items: list, workers: int) -> Iterator[tuple[Any, Any]]:
+    """Local ``spawn`` process pool of ``workers`` single-threaded processes; outcomes as they finish.
+
+    Workers ignore SIGINT; when the parent stops early (Ctrl-C, or its consumer stops reading) the jobs in
+    flight are abandoned: the worker processes are terminated rather than waited for."""
+    with single_thread_env():
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=pool_worker_init)
+        try:
+            futures = {pool.submit(fn, item): item for item in items}
+            for future in as_completed(futures):
+                yield futures[future], future.exception() or future.result()
+        except BaseException:
+            processes = list((pool._processes or {}).values())  # the executor has no public terminate
+            for process in processes:
+                process.terminate()
+            for process in processes:
+                process.join()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def check_workers(value: Any, option: str) -> int:
+    """A local process count: an integer in [1, ``MAX_WORKERS``]; ``ParamError`` names ``option``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_WORKERS:
+        raise ParamError(f"{option}: expected an integer in [1, {MAX_WORKERS}], got {value!r}")
+    return value
+
+
+def check_scheduler(address: Any, option: str) -> str:
+    """A Dask scheduler address ``SCHEME://HOST:PORT`` (scheme tcp or tls, IPv6 hosts in brackets, port in
+    [1, 65535]); checked before anything connects.  ``ParamError`` names ``option``."""
+    match = SCHEDULER_ADDRESS.fullmatch(address) if isinstance(address, str) else None
+    if match is None:
+        raise ParamError(f"{option} {address!r}: expected SCHEME://HOST:PORT, e.g. tcp://127.0.0.1:8786")
+    if match["scheme"] not in SCHEDULER_SCHEMES:
+        raise ParamError(f"{option} {address!r}: unknown scheme {match['scheme']!r}; "
+                         f"known: {', '.join(SCHEDULER_SCHEMES)}")
+    if not 1 <= int(match["port"]) <= 65535:
+        raise ParamError(f"{option} {address!r}: port {match['port']} is out of range; allowed: [1, 65535]")
+    return address
+
+
+def connect(address: str):
+    """A ``distributed.Client`` of the scheduler at ``address``; ``ParamError`` if it cannot be reached
+    (within Dask's ``distributed.comm.timeouts.connect``)."""
+    from distributed import Client
+
+    try:
+        return Client(address, set_as_default=False)
+    except OSError as err:  # refused, unreachable or timed out (TimeoutError is an OSError)
+        raise ParamError(f"--scheduler {address}: cannot connect ({err})") from None
+
+
+def dask_outcomes(fn: Callable[[Any], Any], items: list, client) -> Iterator[tuple[Any, Any]]:
+    """``fn`` over ``items`` on a connected Dask distributed ``client``; outcomes as they finish.
+
+    Nanny-started Dask workers already run with OMP/MKL/OpenBLAS threads = 1
+    (``distributed.nanny.pre-spawn-environ``).  Records travel back over Dask's own (pickle) protocol, i.e.
+    from workers of a cluster you control; files on disk are JSON only.
+    """
+    from distributed import as_completed as dask_as_completed
+
+    futures = {client.submit(fn, item, pure=False): item for item in items}
+    for future in dask_as_completed(futures, loop=client.loop):
+        yield futures[future], future.result() if future.status == "finished" else future.exception()
+        future.release()
+
+
+def map_outcomes(fn: Callable[[Any], Any], items: list, workers: int, client) -> Iterator[tuple[Any, Any]]:
+    """The one job runner: (item, fn(item) or its exception) for every item, as they finish -- on Dask if
+    ``client``, on a process pool if workers > 1 and there is more than one item, else in this process.
+    ``fn`` must be a module-level function (it is pickled for the pool and Dask)."""
+    if client is not None:
+        return dask_outcomes(fn, items, client)
+    if workers > 1 and len(items) > 1:
+        return pool_outcomes(fn, items, min(workers, len(items)))
+    return serial_outcomes(fn, items)
+
+
+def default_workers() -> int:
+    """CPUs this process may use, at most ``MAX_WORKERS``."""
+    return min(usable_cores(), MAX_WORKERS)
