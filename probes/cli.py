@@ -91,14 +91,17 @@ def add_subparser(subparsers) -> argparse.ArgumentParser:
     p_eval = sub.add_parser("eval", help="perplexity at multiples of L_train + attention analysis of a run")
     p_eval.add_argument("--run", dest="run_dir", type=Path, required=True, help="folder of a finished `probe train`")
     _add_dataclass_options(p_eval, EvalConfig)
-    p_eval.add_argument("--analysis-multiplier", type=integer_option, default=4)
-    p_eval.add_argument("--analysis-windows", type=integer_option, default=4)
+    p_eval.add_argument("--analysis-multiplier", type=integer_option, default=4, metavar="M",
+                        help="attention analysis on windows of M x the training length (M >= 2; default 4)")
+    p_eval.add_argument("--analysis-windows", type=integer_option, default=4, metavar="N",
+                        help="validation windows the attention analysis averages (default 4)")
     p_eval.add_argument("--json", type=Path, default=None, help=f"output (default RUN/{EVAL_RESULTS})")
     _common(p_eval)
     p_sweep = sub.add_parser("sweep", help="train + evaluate every arm at every seed, write sweep.json and sweep.md")
     _add_dataclass_options(p_sweep, TrainConfig, skip=("arm", "seed"))
     _add_dataclass_options(p_sweep, EvalConfig, skip=("seed",))
-    p_sweep.add_argument("--eval-seed", type=integer_option, default=0)
+    p_sweep.add_argument("--eval-seed", type=integer_option, default=0,
+                         help="seed of the evaluation (the random arms' angle draws; default 0)")
     p_sweep.add_argument("--arms", nargs="+", default=list(ARMS), help=f"subset of {' '.join(ARMS)}")
     p_sweep.add_argument("--seeds", type=integer_option, nargs="+", default=[0, 1, 2], help="training seeds (>= 3; default 0 1 2)")
     p_sweep.add_argument("--looks", type=integer_option, nargs="+", default=None,
@@ -111,8 +114,10 @@ def add_subparser(subparsers) -> argparse.ArgumentParser:
                          "processes share one --out (default 0/1)")
     p_sweep.add_argument("--order", default="seed", help="run order: seed (every arm at seed 0 first, default) or arm "
                          "(every seed of the first arm first)")
-    p_sweep.add_argument("--analysis-multiplier", type=integer_option, default=None)
-    p_sweep.add_argument("--analysis-windows", type=integer_option, default=None)
+    p_sweep.add_argument("--analysis-multiplier", type=integer_option, default=None, metavar="M",
+                         help="attention analysis on windows of M x the training length (default: the preset's)")
+    p_sweep.add_argument("--analysis-windows", type=integer_option, default=None, metavar="N",
+                         help="validation windows the attention analysis averages (default: the preset's)")
     p_sweep.add_argument("--out", default=str(DEFAULT_SWEEP.parent), help=f"default {DEFAULT_SWEEP.parent}")
     _common(p_sweep)
     _sizing(p_sweep)

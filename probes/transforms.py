@@ -70,8 +70,8 @@ def token_step_angles(table_rows: torch.Tensor, omega: torch.Tensor) -> torch.Te
     """theta_tb = omega_b - pi tanh(e_tb), e = E[x_t] the token's row of a learned table (zero at init).
 
     table_rows: (..., P); omega: (P,).  The paper writes theta = pi tanh(E[x_t]) - omega in the common
-    libraries' sign convention (RoPE step -omega there); accum's RoPE steps by +omega (DESIGN.md, score
-    convention), so accum's angle is minus the paper's: at E = 0 the arm is accum's RoPE exactly, and
+    libraries' sign convention (RoPE step -omega there); accum's RoPE steps by +omega (README, Conventions:
+    score convention), so accum's angle is minus the paper's: at E = 0 the arm is accum's RoPE exactly, and
     theta ranges over (omega_b - pi, omega_b + pi), every angle mod 2 pi but one.
     """
     return omega.to(table_rows.dtype) - torch.pi * torch.tanh(table_rows)

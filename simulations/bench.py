@@ -189,8 +189,9 @@ def _all_rows(repeats: int, seed: int) -> list[dict]:
 
 def add_bench(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="speed ratios against references")
-    p.add_argument("--json", metavar="PATH")
-    p.add_argument("--repeats", type=integer_option, default=3)
+    p.add_argument("--json", metavar="PATH", help="also write the ratios, with their config, to this JSON file")
+    p.add_argument("--repeats", type=integer_option, default=3, metavar="N",
+                   help="timings per row; each row keeps the best of N (default 3)")
     p.add_argument("--threads", type=integer_option, default=1, metavar="N", help="numpy/BLAS and torch threads for every row (default 1)")
     p.set_defaults(run=run_bench)
 

@@ -101,7 +101,7 @@ def add_sweep(sub: argparse._SubParsersAction) -> None:
                        description="Run every job of GRID.toml (format: simulations/SWEEP.md).  One JSON file "
                                    "per job, named by the hash of its config and code version; finished jobs "
                                    "are skipped, corrupt ones recomputed.")
-    p.add_argument("grid", metavar="GRID.toml")
+    p.add_argument("grid", metavar="GRID.toml", help="the grid of jobs (family, quantity, parameter lists; SWEEP.md)")
     p.add_argument("--workers", type=integer_option, metavar="N",
                    help="local processes (default: usable CPUs; 1 = in this process)")
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run on this Dask distributed scheduler")
