@@ -71,6 +71,7 @@ from accum.probes.transforms import token_step_angles
 from accum.simulations.families import make_family
 from accum.simulations.params import ParamError, check_int, field_error
 from accum.theory import far, so2, window
+from accum.theory.forms import plane_angles
 
 THEORY_RESULTS = "theory.json"
 EVAL_RESULTS = "eval.json"
@@ -119,9 +120,9 @@ def so2_family(arm: str, head_dim: int, base: float):
 def law_coherence(arm: str, head_dim: int, base: float, n: int) -> np.ndarray:
     """|psi_b(t)| for t = 0..n of a rope or random arm, (n+1, P), from ``so2.path_characteristic``; the drift
     arms' step omega_b + U(-omega_b, omega_b) multiplies RoPE's and the uniform law's characteristics."""
-    psi = so2.path_characteristic(so2_family(arm, head_dim, base), n)
+    psi = so2.path_characteristic(plane_angles(so2_family(arm, head_dim, base)), n)
     if "drift" in arm:
-        psi = psi * so2.path_characteristic(so2_family("rope", head_dim, base), n)
+        psi = psi * so2.path_characteristic(plane_angles(so2_family("rope", head_dim, base)), n)
     return np.abs(psi)
 
 

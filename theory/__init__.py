@@ -12,6 +12,8 @@ states the formula, "reconstruction" where it is derived here):
     far          far mass, near weight, the norm-preservation bound, ALiBi's summable far mass
     values       value rotation: the far residual E|r|^2 (exact finite N and the large-N limit)
     moments      the generic theory of any family with i.i.d. steps, from E[A] and X -> E[A X A^T]
+    forms        ``closed_forms(family)``: each built-in family's closed forms, picked by its class (the one place
+                 the theory tells the families apart; the modules above take what differs as arguments)
     predict      ``prediction(quantity, family, ...)`` (closed form or estimated, with its standard error) and
                  the closed-form-only ``predict(quantity, family, **options)``, for ``accum verify`` and figures
     checks       Monte Carlo assumption checks for any family (``accum check``)

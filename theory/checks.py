@@ -66,7 +66,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-from accum.simulations.families import Householder, NoPE, Rope, SO2Accumulated, family_name, family_params
+from accum.simulations.families import family_name, family_params
 from accum.simulations.params import ParamError, check_int
 
 from ._common import NoClosedForm
@@ -121,37 +121,31 @@ class Report:
 
 
 def theory_mean(family: Any) -> np.ndarray | None:
-    """Exact E[A] (d, d) of one step for built-in families (the stationary marginal for token laws), else None."""
-    from . import groups, householder, so2
+    """Exact E[A] (d, d) of one step for built-in families (the stationary marginal for token laws), else None
+    (``forms.ClosedForms.step_mean``)."""
+    from .forms import closed_forms
 
-    kind = type(family)
     try:
-        if kind in (SO2Accumulated, Rope, NoPE):
-            return so2.mean_product(family, 1)
-        if kind is Householder:
-            parts = householder.family_parts(family)
-            if parts["w"] == "token":
-                return householder.token_step_mean(parts["beta"], parts["table"])
-            return householder.mean_rate(parts["beta"], parts["d"]) * np.eye(family.dim)
-        return groups.family_rate(family) * np.eye(family.dim)
+        return closed_forms(family).step_mean()
     except NoClosedForm:
         return None
 
 
 def theory_rates(family: Any) -> dict:
-    """Exact sigma_max(E[A]) (and the transfer-matrix product rate for Markov token laws) for built-in families;
-    {} for user-defined ones."""
+    """Exact sigma_max(E[A]) (and the transfer-matrix product rate for Markov token laws,
+    ``forms.ClosedForms.product_rate``) for built-in families; {} for user-defined ones."""
+    from .forms import closed_forms
+
     mean = theory_mean(family)
     if mean is None:
         return {}
     out: dict[str, Any] = {"mean_step_norm": float(np.linalg.norm(mean, ord=2))}
-    if type(family) is SO2Accumulated and not family.iid_steps:
-        from . import so2
-
-        try:
-            out["product_rate"] = float(np.max(so2.transfer_rate(family)))
-        except NoClosedForm:  # too large a transfer matrix: C1 is then not certified for the dependent steps
-            pass
+    try:
+        rate = closed_forms(family).product_rate()
+    except NoClosedForm:  # too large a transfer matrix: C1 is then not certified for the dependent steps
+        rate = None
+    if rate is not None:
+        out["product_rate"] = rate
     return out
 
 

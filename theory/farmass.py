@@ -201,19 +201,19 @@ def chain_sums(pi: np.ndarray, p: np.ndarray, phases: np.ndarray, sizes: np.ndar
     return out
 
 
-def token_far_mass(family: Any, far_sizes: Any, s0: float, q: Any = None, k: Any = None, slope: float = 0.0,
-                   least: float = MODE_WEIGHT) -> np.ndarray:
-    """E M(N) for so2-accumulated with the token law (module docstring, 2), modes of weight >= ``least``;
-    shape (len(far_sizes),)."""
-    tokens = so2.token_law(family)
+def token_far_mass(angles: so2.PlaneAngles, far_sizes: Any, s0: float, q: Any = None, k: Any = None,
+                   slope: float = 0.0, least: float = MODE_WEIGHT) -> np.ndarray:
+    """E M(N) for SO(2) blocks turned by a token law (``angles``: ``so2.PlaneAngles``, so2-accumulated with the token
+    law; module docstring, 2), modes of weight >= ``least``; shape (len(far_sizes),)."""
+    tokens = so2.token_law(angles)
     if tokens is None:
-        raise NoClosedForm(f"{type(family).__name__}: not an SO(2) family with token angles")
-    q, k = probes(family.dim, q, k)
+        raise NoClosedForm("not an SO(2) family with token angles")
+    q, k = probes(angles.dim, q, k)
     c = plane_coefficients(q, k)
     x = s0 * np.abs(c)
     modes, _, _ = token_modes(x, least)
     pi, p = tokens.chain()
-    table = tokens.table(family.dim)  # (V, d/2)
+    table = tokens.table(angles.dim)  # (V, d/2)
     amp = np.prod(sp.ive(np.abs(modes), x[None, :]) / sp.ive(0, x)[None, :], axis=1) * np.exp(1j * modes @ np.angle(c))
     sums = chain_sums(pi, p, modes @ table.T, as_sizes(far_sizes), slope)
     log_i0 = float(np.sum(np.log(sp.ive(0, x)) + x))
@@ -241,7 +241,7 @@ def stationary_term(s0: float, q: np.ndarray, k: np.ndarray, d: int) -> float:
 def mixing_far_mass(family: Any, rate: float, far_sizes: Any, s0: float, rng: np.random.Generator, samples: int,
                     q: Any = None, k: Any = None, slope: float = 0.0) -> tuple[np.ndarray, np.ndarray, int]:
     """(E M(N), its standard error, the paths) for a mixing orthogonal family whose coherence rate (the slowest
-    |eigenvalue| of E[A]) is ``rate`` (module docstring, 3; ``predict.ClosedForms.mixing_rate``).
+    |eigenvalue| of E[A]) is ``rate`` (module docstring, 3; ``forms.ClosedForms.mixing_rate``).
 
     E M(N) = f(inf) sum_{Delta<=N} e^{-slope Delta} + E sum_{Delta <= min(N, D)} e^{-slope Delta} (g_Delta - f(inf)),
     g_Delta = exp(s0 q^T P_Delta k - s0) on ``samples`` paths of D steps (``reference.transport``, batches of

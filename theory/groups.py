@@ -32,10 +32,7 @@ from typing import Any
 import numpy as np
 import scipy.special as sp
 
-from accum.simulations.families import Givens, Haar, Householder, LieWalk, NoPE, Rope, SO2Accumulated
 from accum.simulations.params import field_error
-
-from ._common import NoClosedForm
 
 
 def haar_mean(d: int, n: Any, group: str = "O") -> np.ndarray:
@@ -94,32 +91,6 @@ def lie_walk_rate(d: int, sigma: float) -> float:
 def lie_walk_heat_kernel(d: int, sigma: float) -> float:
     """Heat-kernel approximation exp(-(d-1) sigma^2 / 2) of the Lie-walk rate (first order in sigma^2)."""
     return math.exp(-(d - 1) * sigma**2 / 2.0)
-
-
-def family_rate(family: Any) -> float:
-    """rho with E[A] = rho I for the built-in haar, givens, lie-walk, nope and householder(sphere) families."""
-    kind = type(family)
-    if kind is Haar:
-        return float(haar_mean(family.dim, 1, family.group))
-    if kind is Givens:
-        return givens_rate(family.dim, family.sigma)
-    if kind is LieWalk:
-        return lie_walk_rate(family.dim, family.sigma)
-    if kind is NoPE:
-        return 1.0
-    if kind is Householder and family.w == "sphere":
-        return 1.0 - family.beta / family.dim
-    raise NoClosedForm(f"{type(family).__name__}: no scalar mean E[A] = rho I known")
-
-
-def family_norm_rate(family: Any) -> float:
-    """tau with E[A^T A] = tau I: 1 for orthogonal families, 1 - beta(2-beta)/d for householder(sphere)."""
-    kind = type(family)
-    if kind in (Haar, Givens, LieWalk, NoPE, Rope, SO2Accumulated):
-        return 1.0
-    if kind is Householder and family.w == "sphere":
-        return 1.0 - family.beta * (2.0 - family.beta) / family.dim
-    raise NoClosedForm(f"{type(family).__name__}: no scalar E[A^T A] known")
 
 
 def derive_lie_walk_small_sigma(d: int):

@@ -26,10 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from accum.simulations.families import Householder
 from accum.simulations.params import field_error
 
-from ._common import NoClosedForm, probes
+from ._common import probes
 
 
 def _check(beta: float, d: int) -> None:
@@ -117,9 +116,9 @@ def token_pair_operator(beta: float, table: np.ndarray) -> np.ndarray:
 
 
 def family_parts(family: Any) -> dict:
-    """Step-law summary of a built-in Householder family: beta, d, and for w=token the table."""
-    if type(family) is not Householder:
-        raise NoClosedForm(f"{type(family).__name__} is not the built-in householder family")
+    """Step-law summary of a householder family (``beta``, ``dim``, ``w`` and, for w=token, ``vocab`` and
+    ``table_seed``): beta, d, and for w=token the table.  ``theory.forms`` sends only the built-in householder
+    family here."""
     out = {"beta": float(family.beta), "d": int(family.dim), "w": family.w}
     if family.w == "token":
         out["table"] = direction_table(family.vocab, family.dim, family.table_seed)

@@ -27,34 +27,33 @@ E cos Theta can vanish (m = 2: angles {0, pi}), |q^T P k| stays coherent -- the 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 import scipy.special as sp
 
-from accum.simulations.families import NoPE, Rope, SO2Accumulated
 from accum.simulations.params import field_error
 
 from ._common import NoClosedForm, as_sizes, plane_coefficients, probes
 
 
-def _rope_omega(family: Any) -> np.ndarray:
-    from accum.simulations.conventions import rope_frequencies
+@dataclass(frozen=True, eq=False)
+class PlaneAngles:
+    """What the formulas below need of a family of SO(2) blocks: its dimension d and how one step turns the d/2
+    planes -- by fixed angles ``omega`` (d/2,) (RoPE: omega_b = base^(-2b/d); NoPE: zeros), or by angles drawn
+    from the angle ``law`` (``simulations.laws``; so2-accumulated).  ``theory.forms.plane_angles(family)`` gives
+    it for a built-in family."""
 
-    return rope_frequencies(family.dim, family.base)
+    dim: int
+    omega: np.ndarray | None = None
+    law: Any = None
 
 
-def _kind(family: Any) -> type:
-    kind = type(family)
-    if kind not in (SO2Accumulated, Rope, NoPE):
-        raise NoClosedForm(f"{type(family).__name__}: not an SO(2)-block family with a known angle law")
-    return kind
-
-
-def token_law(family: Any) -> Any:
-    """The family's token law (an angle law with ``TOKEN_CHAIN``, e.g. ``simulations.laws.Token``: planes share the
-    tokens) or None."""
-    law = family.angle_law() if _kind(family) is SO2Accumulated else None
+def token_law(angles: PlaneAngles) -> Any:
+    """The token law of ``angles`` (an angle law with ``TOKEN_CHAIN``, e.g. ``simulations.laws.Token``: planes share
+    the tokens) or None."""
+    law = angles.law
     return law if law is not None and law.TOKEN_CHAIN else None
 
 
@@ -73,20 +72,16 @@ def token_chain(tokens: Any, copies: int) -> tuple[np.ndarray, np.ndarray]:
     return tokens.chain()
 
 
-def plane_characteristic(family: Any, k: int = 1) -> np.ndarray:
+def plane_characteristic(angles: PlaneAngles, k: int = 1) -> np.ndarray:
     """One-step characteristic phi_b(k) = E exp(i k theta_{t,b}) per plane, complex (d/2,).
 
     For the token law this is the stationary marginal (1/V) sum_x exp(i k table[x, b]); for a Markov
-    source the product is not phi^n -- use ``path_characteristic``.  RoPE: exp(i k omega_b) (deterministic);
-    NoPE: 1.
+    source the product is not phi^n -- use ``path_characteristic``.  Fixed angles: exp(i k omega_b)
+    (deterministic; NoPE: 1).
     """
-    kind = _kind(family)
-    half = family.dim // 2
-    if kind is NoPE:
-        return np.ones(half, dtype=complex)
-    if kind is Rope:
-        return np.exp(1j * k * _rope_omega(family))
-    return family.angle_law().characteristic(int(k), family.dim)
+    if angles.omega is not None:
+        return np.exp(1j * k * angles.omega)
+    return angles.law.characteristic(int(k), angles.dim)
 
 
 def chain_characteristic(pi: np.ndarray, p: np.ndarray, phases: np.ndarray, n: int) -> np.ndarray:
@@ -107,48 +102,47 @@ def chain_characteristic(pi: np.ndarray, p: np.ndarray, phases: np.ndarray, n: i
     return out
 
 
-def path_characteristic(family: Any, n: int, k: int = 1) -> np.ndarray:
+def path_characteristic(angles: PlaneAngles, n: int, k: int = 1) -> np.ndarray:
     """psi_b(t; k) = E exp(i k Theta_b(t)) for t = 0..n, complex (n+1, d/2).
 
     i.i.d. angles: phi_b(k)^t.  Token law: ``chain_characteristic`` (transfer matrix, exact for both sources).
-    RoPE: exp(i k t omega_b).
+    Fixed angles (RoPE, NoPE): exp(i k t omega_b).
     """
     if n < 0:
         raise field_error("n", f"must be >= 0, got {n}")
-    kind = _kind(family)
     t = np.arange(n + 1)
-    tokens = token_law(family)
+    tokens = token_law(angles)
     if tokens is not None:
-        pi, p = token_chain(tokens, family.dim // 2)
-        return chain_characteristic(pi, p, k * tokens.table(family.dim).T, n).T
-    phi = plane_characteristic(family, k)
-    if kind is Rope:
-        return np.exp(1j * k * np.outer(t, _rope_omega(family)))
+        pi, p = token_chain(tokens, angles.dim // 2)
+        return chain_characteristic(pi, p, k * tokens.table(angles.dim).T, n).T
+    if angles.omega is not None:
+        return np.exp(1j * k * np.outer(t, angles.omega))
+    phi = plane_characteristic(angles, k)
     return np.power(phi[None, :], t[:, None])
 
 
-def transfer_rate(family: Any, k: int = 1) -> np.ndarray:
+def transfer_rate(angles: PlaneAngles, k: int = 1) -> np.ndarray:
     """Asymptotic per-step decay rate of |psi_b(n; k)| per plane, (d/2,).
 
     i.i.d. angles: |phi_b(k)|.  Token law: spectral radius of P D_b (for i.i.d. tokens this is |phi_b(k)|,
     the other eigenvalues of the rank-one 1 pi^T D being 0).  1 means no decay (RoPE, NoPE, lattice at k=m).
     """
-    tokens = token_law(family)
+    tokens = token_law(angles)
     if tokens is not None:
-        pi, p = token_chain(tokens, family.dim // 2)
-        d = np.exp(1j * k * tokens.table(family.dim).T)  # (d/2, V)
+        pi, p = token_chain(tokens, angles.dim // 2)
+        d = np.exp(1j * k * tokens.table(angles.dim).T)  # (d/2, V)
         mats = p[None, :, :] * d[:, None, :]  # P D_b: column x scaled by e^{i k table[x, b]}
         return np.max(np.abs(np.linalg.eigvals(mats)), axis=-1)
-    return np.abs(plane_characteristic(family, k))
+    return np.abs(plane_characteristic(angles, k))
 
 
 # --- first moments: the mean product and coherence ------------------------------------------------------
 
 
-def mean_product(family: Any, n: int) -> np.ndarray:
+def mean_product(angles: PlaneAngles, n: int) -> np.ndarray:
     """E[A_n ... A_1], (d, d): block-diagonal, plane b block [[Re psi, -Im psi], [Im psi, Re psi]], psi = psi_b(n; 1)."""
-    psi = path_characteristic(family, n)[-1]
-    d = family.dim
+    psi = path_characteristic(angles, n)[-1]
+    d = angles.dim
     out = np.zeros((d, d))
     ev, od = np.arange(0, d, 2), np.arange(1, d, 2)
     out[ev, ev], out[ev, od] = psi.real, -psi.imag
@@ -156,44 +150,43 @@ def mean_product(family: Any, n: int) -> np.ndarray:
     return out
 
 
-def coherence(family: Any, n: int, q: Any = None, k: Any = None) -> np.ndarray:
+def coherence(angles: PlaneAngles, n: int, q: Any = None, k: Any = None) -> np.ndarray:
     """c(t) = E[q^T A_t ... A_1 k] = sum_b Re(c_b psi_b(t; 1)) for t = 0..n, float (n+1,).
 
     q, k default to 1/sqrt(d) (so c(0) = 1 and, for identical planes, c(t) = Re phi^t).
     """
-    q, k = probes(family.dim, q, k)
-    return (path_characteristic(family, n) @ plane_coefficients(q, k)).real
+    q, k = probes(angles.dim, q, k)
+    return (path_characteristic(angles, n) @ plane_coefficients(q, k)).real
 
 
-def mean_product_sq(family: Any, n: int) -> np.ndarray:
+def mean_product_sq(angles: PlaneAngles, n: int) -> np.ndarray:
     """||E[A_t ... A_1]||_F^2 / d = (2/d) sum_b |psi_b(t)|^2 for t = 0..n, (n+1,)."""
-    return 2.0 * np.sum(np.abs(path_characteristic(family, n)) ** 2, axis=1) / family.dim
+    return 2.0 * np.sum(np.abs(path_characteristic(angles, n)) ** 2, axis=1) / angles.dim
 
 
 # --- second moments: far-score variance (C4, block version) ---------------------------------------------
 
 
-def pair_characteristics(family: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+def pair_characteristics(angles: PlaneAngles, n: int) -> tuple[np.ndarray, np.ndarray]:
     """J+_{bb'} = E e^{i(Theta_b + Theta_b')} and J-_{bb'} = E e^{i(Theta_b - Theta_b')} at step n, (d/2, d/2) each.
 
     Independent planes (i.i.d. laws): J+- = psi_b(n) psi_b'(n; +-1) off the diagonal, J+_bb = psi_b(n; 2),
     J-_bb = 1.  Token law (planes share the tokens): the chain formula with g = table[:, b] +- table[:, b'].
-    RoPE: exp(i n (omega_b +- omega_b')).
+    Fixed angles (RoPE, NoPE): exp(i n (omega_b +- omega_b')).
     """
-    kind = _kind(family)
-    half = family.dim // 2
-    tokens = token_law(family)
+    half = angles.dim // 2
+    tokens = token_law(angles)
     if tokens is not None:
-        tab = tokens.table(family.dim).T  # (d/2, V)
+        tab = tokens.table(angles.dim).T  # (d/2, V)
         pi, p = token_chain(tokens, half * half)
         plus = chain_characteristic(pi, p, tab[:, None, :] + tab[None, :, :], n)[..., -1]
         minus = chain_characteristic(pi, p, tab[:, None, :] - tab[None, :, :], n)[..., -1]
         return plus, minus
-    if kind is Rope:
-        om = _rope_omega(family)
+    if angles.omega is not None:
+        om = angles.omega
         return np.exp(1j * n * (om[:, None] + om[None, :])), np.exp(1j * n * (om[:, None] - om[None, :]))
-    psi1 = path_characteristic(family, n, 1)[-1]
-    psi2 = path_characteristic(family, n, 2)[-1]
+    psi1 = path_characteristic(angles, n, 1)[-1]
+    psi2 = path_characteristic(angles, n, 2)[-1]
     plus = np.outer(psi1, psi1)
     minus = np.outer(psi1, np.conj(psi1))
     idx = np.arange(half)
@@ -202,7 +195,7 @@ def pair_characteristics(family: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
     return plus, minus
 
 
-def far_second_moment(family: Any, n: int, q: Any = None, k: Any = None) -> float:
+def far_second_moment(angles: PlaneAngles, n: int, q: Any = None, k: Any = None) -> float:
     """E[s^2] for the far score s = q^T A_n ... A_1 k (block version of C4's |q|^2 |k|^2 / d).
 
     Re(u) Re(v) = (Re(u v) + Re(u conj v)) / 2 gives
@@ -211,9 +204,9 @@ def far_second_moment(family: Any, n: int, q: Any = None, k: Any = None) -> floa
     sum_b |c_b|^2 / 2 = sum_b |z_qb|^2 |z_kb|^2 / 2, which is |q|^2 |k|^2 / d when every plane carries
     the same share of q and of k (e.g. q = k = 1/sqrt(d)).  Reconstruction (derived here).
     """
-    q, k = probes(family.dim, q, k)
+    q, k = probes(angles.dim, q, k)
     c = plane_coefficients(q, k)
-    plus, minus = pair_characteristics(family, n)
+    plus, minus = pair_characteristics(angles, n)
     total = np.sum((np.outer(c, c) * plus).real) + np.sum((np.outer(c, np.conj(c)) * minus).real)
     return float(total / 2.0)
 
@@ -235,7 +228,8 @@ def _bessel_order(x_max: float, tol: float = 1e-18) -> int:
     return int(max(1, small[0] if small.size else ks[-1]))
 
 
-def far_mass_terms(family: Any, n_max: int, s0: float, q: Any = None, k: Any = None) -> tuple[np.ndarray, float]:
+def far_mass_terms(angles: PlaneAngles, n_max: int, s0: float, q: Any = None,
+                   k: Any = None) -> tuple[np.ndarray, float]:
     """f(Delta) = E exp(s0 q^T A_Delta ... A_1 k - s0) for Delta = 1..D (D <= n_max) and the limit f(inf).
 
     Independent planes: e^{x cos(Theta + alpha)} = I_0(x) + 2 sum_{j>=1} I_j(x) cos(j (Theta + alpha))
@@ -243,23 +237,23 @@ def far_mass_terms(family: Any, n_max: int, s0: float, q: Any = None, k: Any = N
         f(Delta) = e^{-s0} prod_b [ I_0(x_b) + 2 sum_j I_j(x_b) Re(e^{i j alpha_b} psi_b(Delta; j)) ].
     Terms are returned up to D = the step after which every psi_b(Delta; j) I_j / I_0 is below 1e-17
     (so f(Delta) = f(inf) = e^{-s0} prod_b I_0(x_b) to double precision beyond D), or n_max if sooner.
-    RoPE and NoPE are deterministic: f(Delta) = exp(s0 (q^T R(Delta omega) k - 1)).
+    Fixed angles (RoPE, NoPE) are deterministic: f(Delta) = exp(s0 (q^T R(Delta omega) k - 1)), with a limit
+    only when no plane turns (NoPE).
     Token-dependent angles couple the planes: ``NoClosedForm``.  Reconstruction (derived here).
     """
-    kind = _kind(family)
-    q, k = probes(family.dim, q, k)
+    q, k = probes(angles.dim, q, k)
     c = plane_coefficients(q, k)
-    if kind in (Rope, NoPE):
-        omega = _rope_omega(family) if kind is Rope else np.zeros(family.dim // 2)
+    if angles.omega is not None:
+        omega = angles.omega
         coh = np.concatenate([(np.exp(1j * np.outer(delta, omega)) @ c).real for delta in _chunks(n_max)])
-        return np.exp(s0 * (coh - 1.0)), (math.nan if kind is Rope else float(np.exp(s0 * (c.real.sum() - 1.0))))
-    if token_law(family) is not None:
+        return np.exp(s0 * (coh - 1.0)), (math.nan if np.any(omega) else float(np.exp(s0 * (c.real.sum() - 1.0))))
+    if token_law(angles) is not None:
         raise NoClosedForm("far mass of token-dependent angles: the planes share tokens, no product form")
     x = s0 * np.abs(c)
     alpha = np.angle(c)
     order = _bessel_order(float(x.max()))
     j = np.arange(1, order + 1)
-    phis = np.stack([plane_characteristic(family, int(jj)) for jj in j], axis=1)  # (d/2, K)
+    phis = np.stack([plane_characteristic(angles, int(jj)) for jj in j], axis=1)  # (d/2, K)
     weight = 2.0 * sp.ive(j[None, :], x[:, None]) / sp.ive(0, x)[:, None]  # (d/2, K), relative to I_0
     r = np.abs(phis)
     active = weight > 1e-17
@@ -287,7 +281,7 @@ def _chunks(n: int, size: int = 8192):
         yield np.arange(start, min(start + size, n + 1))
 
 
-def far_mass(family: Any, far_sizes: Sequence[int], s0: float, q: Any = None, k: Any = None,
+def far_mass(angles: PlaneAngles, far_sizes: Sequence[int], s0: float, q: Any = None, k: Any = None,
              slope: float = 0.0) -> np.ndarray:
     """E M(N) = sum_{Delta=1}^N e^{-slope Delta} E exp(s_Delta - s0), s_Delta = s0 q^T A_Delta ... A_1 k, per N.
 
@@ -295,7 +289,7 @@ def far_mass(family: Any, far_sizes: Sequence[int], s0: float, q: Any = None, k:
     f(inf) sum_{Delta > D} e^{-slope Delta} in closed form).  Shape (len(far_sizes),).
     """
     sizes = as_sizes(far_sizes)
-    terms, limit = far_mass_terms(family, int(sizes.max()), s0, q, k)
+    terms, limit = far_mass_terms(angles, int(sizes.max()), s0, q, k)
     cut = terms.size
     delta = np.arange(1, cut + 1)
     cum = np.concatenate([[0.0], np.cumsum(terms * np.exp(-slope * delta))])

@@ -25,9 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from accum.simulations.families import Givens, Haar, Householder, LieWalk, NoPE, Rope, SO2Accumulated
-
-from ._common import NoClosedForm, as_sizes, planes, unit_probe, weighted_power_sums
+from ._common import as_sizes, planes, unit_probe, weighted_power_sums
 
 
 def residual_sq(phi: Any, n_far: Any) -> np.ndarray:
@@ -106,30 +104,34 @@ def residual_sq_isotropic(rho: float, tau: float, n_far: Any) -> np.ndarray:
     return np.array(out)
 
 
-def family_residual_sq(family: Any, n_far: Any, m: Any = None, value_rotation: bool = True) -> np.ndarray:
-    """E|r(N)|^2 / |m|^2 for a built-in family (m defaults to 1/sqrt(d)), per N in ``n_far``."""
+def block_residual_sq(angles: Any, n_far: Any, m: Any = None, value_rotation: bool = True) -> np.ndarray:
+    """E|r(N)|^2 / |m|^2 for SO(2) blocks turned by ``angles`` (``so2.PlaneAngles``; m defaults to 1/sqrt(d)),
+    per N in ``n_far``: the per-plane residuals (``residual_sq``; ``residual_sq_chain`` for a token law) weighted
+    by each plane's share |z_mb|^2 / |m|^2 of m."""
     sizes = as_sizes(n_far)
     if not value_rotation:
         return residual_sq_without_rotation(sizes)
-    kind = type(family)
-    d = family.dim
+    d = angles.dim
     m = unit_probe(d) if m is None else np.asarray(m, dtype=float)
-    if kind in (SO2Accumulated, Rope):
-        from . import so2
+    from . import so2
 
-        weights = np.abs(planes(m)) ** 2 / float(m @ m)
-        tokens = so2.token_law(family)
-        if tokens is not None:
-            pi, p = so2.token_chain(tokens, d // 2)
-            per_plane = residual_sq_chain(pi, p, tokens.table(d).T, sizes)
-        else:
-            per_plane = residual_sq(so2.plane_characteristic(family, 1), sizes)
-        return weights @ per_plane
-    from . import groups
+    weights = np.abs(planes(m)) ** 2 / float(m @ m)
+    tokens = so2.token_law(angles)
+    if tokens is not None:
+        pi, p = so2.token_chain(tokens, d // 2)
+        per_plane = residual_sq_chain(pi, p, tokens.table(d).T, sizes)
+    else:
+        per_plane = residual_sq(so2.plane_characteristic(angles, 1), sizes)
+    return weights @ per_plane
 
-    if kind in (Haar, Givens, LieWalk, NoPE) or (kind is Householder and family.w == "sphere"):
-        return residual_sq_isotropic(groups.family_rate(family), groups.family_norm_rate(family), sizes)
-    raise NoClosedForm(f"{type(family).__name__}: no far-residual formula")
+
+def scalar_residual_sq(rho: float, tau: float, n_far: Any, value_rotation: bool = True) -> np.ndarray:
+    """E|r(N)|^2 / |m|^2 for i.i.d. steps with E[A] = rho I and E[A^T A] = tau I (any m), per N in ``n_far``
+    (``residual_sq_isotropic``)."""
+    sizes = as_sizes(n_far)
+    if not value_rotation:
+        return residual_sq_without_rotation(sizes)
+    return residual_sq_isotropic(rho, tau, sizes)
 
 
 def derive_residual_sq():

@@ -22,6 +22,7 @@ from accum.simulations.pairs import AnglePair, householder_coherent_direction, h
 from accum.simulations.steps import AngleSteps, DenseSteps, HouseholderSteps, common_form
 from accum.theory import checks, fixedspace, gaps, groups, householder, sampled
 from accum.theory._common import NoClosedForm
+from accum.theory.forms import plane_angles
 from accum.theory.cli import add_subparser, run
 
 BUDGET = 1e-4
@@ -195,7 +196,7 @@ def test_token_laws_too_large_for_the_transfer_matrix_have_no_closed_form_not_a_
 
     big = make_family("so2-accumulated", dim=2, law="token", vocab=10**6)
     with pytest.raises(NoClosedForm, match="MAX_TRANSFER_ENTRIES"):
-        so2.path_characteristic(big, 3)
+        so2.path_characteristic(plane_angles(big), 3)
     assert report(big, samples=400).condition_holds
     markov = report(make_family("so2-accumulated", dim=16, law="token", vocab=5000, source="markov"), samples=400)
     assert "product_rate" not in markov.theory and "no product rate is known" in markov.claims["C1"]["why"]

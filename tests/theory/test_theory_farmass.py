@@ -6,6 +6,7 @@ import scipy.special as sp
 
 from accum.simulations.families import make_family
 from accum.theory import farmass, so2
+from accum.theory.forms import plane_angles
 from accum.theory.predict import closed_forms
 
 
@@ -46,7 +47,7 @@ def test_contractions_tend_to_uniform_weight():
 def test_token_law_matches_path_enumeration():
     """Delta = 1, 2, 3 by summing over every token path with its chain probability."""
     f = make_family("so2-accumulated", dim=16, law="token", source="markov", stay=0.7)
-    tokens = so2.token_law(f)
+    tokens = so2.token_law(plane_angles(f))
     pi, p = tokens.chain()
     table = tokens.table(16)
     c = np.full(8, 1 / 8)
@@ -59,7 +60,7 @@ def test_token_law_matches_path_enumeration():
     f2 = sum(pi[a] * p[a, b] * mass(table[a] + table[b]) for a in range(v) for b in range(v))
     f3 = sum(pi[a] * p[a, b] * p[b, e] * mass(table[a] + table[b] + table[e])
              for a in range(v) for b in range(v) for e in range(v))
-    got = farmass.token_far_mass(f, [1, 2, 3], 4.0, least=1e-6)
+    got = farmass.token_far_mass(plane_angles(f), [1, 2, 3], 4.0, least=1e-6)
     # each lag's truncation error is at most the neglected Bessel weight times e^{-s0} prod_b I_0(x_b) (module
     # docstring); the sum over N lags at most N times that
     x = 4.0 * np.abs(c)

@@ -13,6 +13,7 @@ from accum.simulations.families import make_family
 from accum.simulations.stats import z_threshold
 from accum.theory import scores, so2
 from accum.theory._common import plane_coefficients
+from accum.theory.forms import plane_angles
 
 from conftest import assert_within
 
@@ -63,8 +64,9 @@ def test_block_far_variance_equals_the_family_form():
     fam = make_family("so2-accumulated", dim=8, law="gaussian", mu=0.3, sigma=0.6)
     rng = np.random.default_rng(6)
     q, k = rng.normal(size=8), rng.normal(size=8)
-    psi1, psi2 = so2.path_characteristic(fam, 5, 1)[-1], so2.path_characteristic(fam, 5, 2)[-1]
-    assert scores.block_far_variance(plane_coefficients(q, k), psi1, psi2) == pytest.approx(so2.far_second_moment(fam, 5, q, k), rel=1e-12)
+    angles = plane_angles(fam)
+    psi1, psi2 = so2.path_characteristic(angles, 5, 1)[-1], so2.path_characteristic(angles, 5, 2)[-1]
+    assert scores.block_far_variance(plane_coefficients(q, k), psi1, psi2) == pytest.approx(so2.far_second_moment(angles, 5, q, k), rel=1e-12)
     s2 = fam.sample(rng, 5, 40000).bilinear(q, k)[:, -1] ** 2
     assert_within(s2.mean(), s2.std(ddof=1) / math.sqrt(s2.size), scores.block_far_variance(plane_coefficients(q, k), psi1, psi2), BUDGET)
 

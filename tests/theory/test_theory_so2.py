@@ -14,6 +14,7 @@ from scipy import integrate, stats
 from accum.simulations.families import make_family
 from accum.theory import so2
 from accum.theory._common import NoClosedForm, planes
+from accum.theory.forms import plane_angles
 
 from conftest import assert_within
 
@@ -41,12 +42,12 @@ def test_far_mass_with_slope_beyond_the_exact_terms_is_the_plain_sum(slope):
     """E M(N) = sum_{Delta<=N} e^{-slope Delta} f(Delta): ``far_mass`` sums the exact terms f(1..D) and a closed-form
     geometric tail f(inf) sum_{D<Delta<=N} e^{-slope Delta}; here the tail is summed term by term."""
     fam = make_family("so2-accumulated", dim=4, law="gaussian", mu=0.3, sigma=1.0)
-    terms, limit = so2.far_mass_terms(fam, 50_000, 2.0)
+    terms, limit = so2.far_mass_terms(plane_angles(fam), 50_000, 2.0)
     cut = terms.size
     for n in (cut, cut + 1, cut + 37, 3 * cut + 5):
         f = np.r_[terms, np.full(max(0, n - cut), limit)][:n]
         want = float(np.sum(f * np.exp(-slope * np.arange(1, n + 1))))
-        assert so2.far_mass(fam, [n], 2.0, slope=slope)[0] == pytest.approx(want, rel=1e-12), n
+        assert so2.far_mass(plane_angles(fam), [n], 2.0, slope=slope)[0] == pytest.approx(want, rel=1e-12), n
 
 
 @pytest.mark.parametrize("law,params,density", LAW_CASES, ids=[c[0] for c in LAW_CASES])
@@ -55,7 +56,7 @@ def test_characteristic_matches_quadrature(law, params, density):
     pdf, lo, hi = density(params)
     for k in (1, 2, 3, -2):
         want = quad_cf(pdf, lo, hi, k)
-        got = so2.plane_characteristic(fam, k)
+        got = so2.plane_characteristic(plane_angles(fam), k)
         assert got.shape == (3,)
         np.testing.assert_allclose(got, want, atol=1e-9)
 
@@ -64,15 +65,15 @@ def test_lattice_rope_uniform_and_token_characteristics_by_enumeration():
     fam = make_family("so2-accumulated", dim=4, law="lattice", m=3, offset=0.2)
     for k in range(1, 8):
         want = np.mean([np.exp(1j * k * (0.2 + 2 * math.pi * j / 3)) for j in range(3)])
-        np.testing.assert_allclose(so2.plane_characteristic(fam, k), want, atol=1e-12)
+        np.testing.assert_allclose(so2.plane_characteristic(plane_angles(fam), k), want, atol=1e-12)
     fam = make_family("so2-accumulated", dim=8, law="rope-uniform", base=100.0)
     omega = 100.0 ** (-2 * np.arange(4) / 8)
     want = [quad_cf(lambda x, w=w: 1 / (2 * w), -w, w, 1) for w in omega]
-    np.testing.assert_allclose(so2.plane_characteristic(fam, 1), want, atol=1e-12)
+    np.testing.assert_allclose(so2.plane_characteristic(plane_angles(fam), 1), want, atol=1e-12)
     fam = make_family("so2-accumulated", dim=6, law="token", vocab=5, table_sigma=0.8, table_seed=3)
     table = np.random.default_rng(3).normal(0, 0.8, size=(5, 3))
     want = [np.mean([np.exp(2j * table[x, b]) for x in range(5)]) for b in range(3)]
-    np.testing.assert_allclose(so2.plane_characteristic(fam, 2), want, atol=1e-12)
+    np.testing.assert_allclose(so2.plane_characteristic(plane_angles(fam), 2), want, atol=1e-12)
 
 
 @pytest.mark.parametrize("law", ["gaussian", "uniform", "wrapped-cauchy", "vonmises", "lattice"])
@@ -86,7 +87,7 @@ def test_sympy_derivation_agrees_with_the_evaluator(law):
         subs = {sym[n]: v for n, v in values.items() if n in sym}
         subs[sym["k"]] = k
         got = complex(sy.N(expr.subs(subs).doit()))
-        np.testing.assert_allclose(got, so2.plane_characteristic(fam, k)[0], atol=1e-12)
+        np.testing.assert_allclose(got, so2.plane_characteristic(plane_angles(fam), k)[0], atol=1e-12)
 
 
 @pytest.mark.parametrize("source", ["iid", "markov"])
@@ -95,7 +96,7 @@ def test_token_chain_characteristic_by_brute_force_enumeration(source):
     fam = make_family("so2-accumulated", dim=4, law="token", vocab=3, table_seed=7, **chain)
     table = np.random.default_rng(7).normal(0, 1.0, size=(3, 2))
     p = np.full((3, 3), 1 / 3) if source == "iid" else 0.6 * np.eye(3) + 0.4 / 3
-    got = so2.path_characteristic(fam, 5, k=1)
+    got = so2.path_characteristic(plane_angles(fam), 5, k=1)
     for n in range(1, 6):
         want = np.zeros(2, complex)
         for seq in itertools.product(range(3), repeat=n):
@@ -103,7 +104,7 @@ def test_token_chain_characteristic_by_brute_force_enumeration(source):
             want += prob * np.exp(1j * table[list(seq)].sum(axis=0))
         np.testing.assert_allclose(got[n], want, atol=1e-12)
     # pair characteristics of two planes sharing the tokens, same enumeration
-    plus, minus = so2.pair_characteristics(fam, 4)
+    plus, minus = so2.pair_characteristics(plane_angles(fam), 4)
     want_p, want_m = 0j, 0j
     for seq in itertools.product(range(3), repeat=4):
         prob = 1 / 3 * np.prod([p[a, b] for a, b in zip(seq, seq[1:])])
@@ -133,8 +134,8 @@ def test_coherence_matches_monte_carlo(params):
     k = rng.normal(size=6)
     n, samples = 12, 20000
     vals = fam.sample(rng, n, samples).bilinear(q, k)  # (samples, n+1)
-    assert_within(vals.mean(0)[1:], vals.std(0, ddof=1)[1:] / math.sqrt(samples), so2.coherence(fam, n, q, k)[1:], BUDGET)
-    assert so2.coherence(fam, n, q, k)[0] == pytest.approx(q @ k)
+    assert_within(vals.mean(0)[1:], vals.std(0, ddof=1)[1:] / math.sqrt(samples), so2.coherence(plane_angles(fam), n, q, k)[1:], BUDGET)
+    assert so2.coherence(plane_angles(fam), n, q, k)[0] == pytest.approx(q @ k)
 
 
 def test_mean_product_matrix_matches_dense_monte_carlo():
@@ -142,7 +143,7 @@ def test_mean_product_matrix_matches_dense_monte_carlo():
     rng = np.random.default_rng(5)
     mats = fam.sample(rng, 3, 20000).dense()
     prod = mats[:, 2] @ mats[:, 1] @ mats[:, 0]
-    assert_within(prod.mean(0), prod.std(0, ddof=1) / math.sqrt(20000), so2.mean_product(fam, 3), BUDGET)
+    assert_within(prod.mean(0), prod.std(0, ddof=1) / math.sqrt(20000), so2.mean_product(plane_angles(fam), 3), BUDGET)
 
 
 @pytest.mark.parametrize("params", [dict(law="gaussian", mu=0.4, sigma=0.4), dict(law="uniform", a=math.pi),
@@ -154,7 +155,7 @@ def test_far_second_moment_matches_monte_carlo(params):
     rng = np.random.default_rng(21)
     q, k = rng.normal(size=8), rng.normal(size=8)
     s = fam.sample(rng, 6, 40000).bilinear(q, k)[:, -1] ** 2
-    assert_within(s.mean(), s.std(ddof=1) / math.sqrt(s.size), so2.far_second_moment(fam, 6, q, k), BUDGET)
+    assert_within(s.mean(), s.std(ddof=1) / math.sqrt(s.size), so2.far_second_moment(plane_angles(fam), 6, q, k), BUDGET)
 
 
 def test_rope_is_deterministic_and_uniform_angles_reach_the_block_limit():
@@ -162,30 +163,30 @@ def test_rope_is_deterministic_and_uniform_angles_reach_the_block_limit():
     rng = np.random.default_rng(2)
     q, k = rng.normal(size=8), rng.normal(size=8)
     s = fam.sample(rng, 9, 1).bilinear(q, k)[0]
-    np.testing.assert_allclose(so2.coherence(fam, 9, q, k), s, atol=1e-12)
-    assert so2.far_second_moment(fam, 9, q, k) == pytest.approx(s[-1] ** 2, abs=1e-12)
+    np.testing.assert_allclose(so2.coherence(plane_angles(fam), 9, q, k), s, atol=1e-12)
+    assert so2.far_second_moment(plane_angles(fam), 9, q, k) == pytest.approx(s[-1] ** 2, abs=1e-12)
     uni = make_family("so2-accumulated", dim=8, law="uniform", a=math.pi)
     want = np.sum(np.abs(planes(q)) ** 2 * np.abs(planes(k)) ** 2) / 2
-    assert so2.far_second_moment(uni, 3, q, k) == pytest.approx(want, rel=1e-12)
+    assert so2.far_second_moment(plane_angles(uni), 3, q, k) == pytest.approx(want, rel=1e-12)
     assert so2.far_second_moment_limit(q, k) == pytest.approx(want, rel=1e-12)
 
 
 def test_lattice_two_point_law_keeps_coherent_magnitude():
     fam = make_family("so2-accumulated", dim=4, law="lattice", m=2)
-    np.testing.assert_allclose(so2.coherence(fam, 5)[1:], 0.0, atol=1e-15)  # the mean vanishes ...
-    np.testing.assert_allclose(so2.transfer_rate(fam, 2), 1.0)  # ... but e^{2 i Theta} never decays
+    np.testing.assert_allclose(so2.coherence(plane_angles(fam), 5)[1:], 0.0, atol=1e-15)  # the mean vanishes ...
+    np.testing.assert_allclose(so2.transfer_rate(plane_angles(fam), 2), 1.0)  # ... but e^{2 i Theta} never decays
     q = np.array([1.0, 0, 0, 0])
-    assert so2.far_second_moment(fam, 50, q, q) == pytest.approx(1.0)  # |q^T P q| = 1 forever
+    assert so2.far_second_moment(plane_angles(fam), 50, q, q) == pytest.approx(1.0)  # |q^T P q| = 1 forever
 
 
 def test_markov_transfer_rate_is_the_decay_of_the_path_characteristic():
     fam = make_family("so2-accumulated", dim=4, law="token", source="markov", stay=0.9, vocab=4)
     n = np.arange(2000, 3001)
-    psi = np.abs(so2.path_characteristic(fam, 3000))[n]
+    psi = np.abs(so2.path_characteristic(plane_angles(fam), 3000))[n]
     # |psi(n)|^(1/n) -> spectral radius of P D (max over a window: two eigenvalues of similar modulus beat)
-    np.testing.assert_allclose(np.max(psi ** (1.0 / n[:, None]), axis=0), so2.transfer_rate(fam), rtol=2e-3)
+    np.testing.assert_allclose(np.max(psi ** (1.0 / n[:, None]), axis=0), so2.transfer_rate(plane_angles(fam)), rtol=2e-3)
     iid = make_family("so2-accumulated", dim=4, law="token", source="iid", vocab=4)
-    np.testing.assert_allclose(so2.transfer_rate(iid), np.abs(so2.plane_characteristic(iid)), rtol=1e-10)
+    np.testing.assert_allclose(so2.transfer_rate(plane_angles(iid)), np.abs(so2.plane_characteristic(plane_angles(iid))), rtol=1e-10)
 
 
 @pytest.mark.parametrize("params", [dict(law="gaussian", sigma=0.6, mu=0.3), dict(law="vonmises", kappa=2.0)],
@@ -197,7 +198,7 @@ def test_far_mass_terms_match_monte_carlo(params):
     q /= np.linalg.norm(q)
     k = q.copy()
     s0 = 3.0
-    terms, limit = so2.far_mass_terms(fam, 40, s0, q, k)
+    terms, limit = so2.far_mass_terms(plane_angles(fam), 40, s0, q, k)
     x = np.exp(s0 * fam.sample(rng, 40, 40000).bilinear(q, k)[:, 1:] - s0)
     idx = np.array([0, 1, 4, 39])
     assert_within(x.mean(0)[idx], x.std(0, ddof=1)[idx] / math.sqrt(x.shape[0]), np.pad(terms, (0, 40 - terms.size), constant_values=limit)[idx], BUDGET)
@@ -205,12 +206,12 @@ def test_far_mass_terms_match_monte_carlo(params):
 
 def test_far_mass_tail_shortcut_equals_direct_summation():
     fam = make_family("so2-accumulated", dim=8, law="gaussian", sigma=0.5)
-    terms, limit = so2.far_mass_terms(fam, 10**6, 4.0)
+    terms, limit = so2.far_mass_terms(plane_angles(fam), 10**6, 4.0)
     assert terms.size < 1000 and terms[-1] == pytest.approx(limit, rel=1e-14)
     sizes = [1, 10, terms.size, 5000]
     direct = [np.sum(np.pad(terms, (0, 5000))[:n]) + max(0, n - terms.size) * limit for n in sizes]
-    np.testing.assert_allclose(so2.far_mass(fam, sizes, 4.0), direct, rtol=1e-12)
-    np.testing.assert_allclose(so2.far_mass(fam, [3], 4.0, slope=0.5),
+    np.testing.assert_allclose(so2.far_mass(plane_angles(fam), sizes, 4.0), direct, rtol=1e-12)
+    np.testing.assert_allclose(so2.far_mass(plane_angles(fam), [3], 4.0, slope=0.5),
                                np.sum(terms[:3] * np.exp(-0.5 * np.arange(1, 4))), rtol=1e-12)
     with pytest.raises(NoClosedForm):
-        so2.far_mass(make_family("so2-accumulated", law="token"), [10], 4.0)
+        so2.far_mass(plane_angles(make_family("so2-accumulated", law="token")), [10], 4.0)

@@ -12,6 +12,7 @@ import pytest
 
 from accum.simulations.families import make_family
 from accum.theory import predict, so2, values
+from accum.theory.forms import plane_angles
 
 from conftest import assert_within
 
@@ -82,4 +83,4 @@ def test_haar_residual_is_exactly_one_over_n_and_isotropic_reduces_to_the_plane_
     rho = math.exp(-0.125)
     big = predict("far-residual", fam, far_sizes=[10**5])[0]
     assert big == pytest.approx((1 + rho) / ((1 - rho) * 10**5), rel=1e-3)
-    assert np.abs(so2.plane_characteristic(fam) - rho).max() < 1e-15
+    assert np.abs(so2.plane_characteristic(plane_angles(fam)) - rho).max() < 1e-15

@@ -1,0 +1,72 @@
+"""``theory.forms``: the closed forms picked by the family's class, and what they hand the formula modules."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from accum.simulations.conventions import rope_frequencies
+from accum.simulations.examples import SignedPermutation
+from accum.simulations.families import make_family
+from accum.theory import groups, so2
+from accum.theory._common import NoClosedForm
+from accum.theory.forms import ClosedForms, closed_forms, plane_angles
+
+
+@pytest.mark.parametrize("name, params, rho, tau", [
+    ("haar", {"dim": 6}, 0.0, 1.0),
+    ("haar", {"dim": 1, "group": "SO"}, 1.0, 1.0),
+    ("givens", {"dim": 6, "sigma": 0.4}, groups.givens_rate(6, 0.4), 1.0),
+    ("lie-walk", {"dim": 5, "sigma": 0.3}, groups.lie_walk_rate(5, 0.3), 1.0),
+    ("nope", {"dim": 8}, 1.0, 1.0),
+    ("householder", {"dim": 8, "beta": 0.5}, 1.0 - 0.5 / 8, 1.0 - 0.5 * 1.5 / 8),
+])
+def test_scalar_rates(name, params, rho, tau):
+    forms = closed_forms(make_family(name, **params))
+    assert forms.rate() == rho
+    assert forms.norm_rate() == tau
+    np.testing.assert_array_equal(forms.step_mean(), rho * np.eye(params["dim"]))
+
+
+@pytest.mark.parametrize("name, params", [("rope", {"dim": 8}), ("so2-accumulated", {"dim": 8}),
+                                          ("householder", {"dim": 8, "w": "token"})])
+def test_no_scalar_mean(name, params):
+    with pytest.raises(NoClosedForm, match="no scalar mean E\\[A\\] = rho I known"):
+        closed_forms(make_family(name, **params)).rate()
+
+
+def test_norm_rate_of_token_directions_is_not_scalar():
+    with pytest.raises(NoClosedForm, match="no scalar E\\[A\\^T A\\] known"):
+        closed_forms(make_family("householder", dim=8, w="token")).norm_rate()
+
+
+def test_plane_angles_say_what_differs():
+    rope, nope = make_family("rope", dim=8, base=100.0), make_family("nope", dim=8)
+    np.testing.assert_array_equal(plane_angles(rope).omega, rope_frequencies(8, 100.0))
+    np.testing.assert_array_equal(plane_angles(nope).omega, np.zeros(4))
+    acc = plane_angles(make_family("so2-accumulated", dim=8, law="uniform"))
+    assert acc.omega is None and acc.law.name == "uniform" and acc.dim == 8
+    # a deterministic rotation has a far-mass limit only when no plane turns
+    assert math.isnan(so2.far_mass_terms(plane_angles(rope), 10, 2.0)[1])
+    assert so2.far_mass_terms(plane_angles(nope), 10, 2.0)[1] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("family", [make_family("householder", dim=8), SignedPermutation(dim=4)])
+def test_plane_angles_of_other_families(family):
+    with pytest.raises(NoClosedForm, match="not an SO\\(2\\)-block family"):
+        plane_angles(family)
+
+
+def test_user_families_get_the_empty_base():
+    forms = closed_forms(SignedPermutation(dim=4))
+    assert type(forms) is ClosedForms and forms.product_rate() is None
+    with pytest.raises(NoClosedForm):
+        forms.step_mean()
+
+
+def test_product_rate_only_for_dependent_angles():
+    assert closed_forms(make_family("so2-accumulated", dim=8, law="token")).product_rate() is None
+    markov = make_family("so2-accumulated", dim=8, law="token", source="markov", stay=0.7)
+    assert closed_forms(markov).product_rate() == float(np.max(so2.transfer_rate(plane_angles(markov))))
