@@ -28,7 +28,8 @@ from accum.simulations import reference
 from accum.simulations.families import Family, family_name, family_params, user_object
 from accum.simulations.steps import AngleSteps
 from accum.theory import Prediction, far, prediction
-from accum.theory.predict import NoClosedForm, mixing_estimable
+from accum.theory.forms import mixing_estimable
+from accum.theory.predict import NoClosedForm
 
 from .verdict import Measurement, dispersion
 

@@ -43,7 +43,7 @@ from accum.simulations.params import ParamError, ParamSpec, check_bool
 
 from . import far, farmass, moments, values
 from ._common import NoClosedForm, as_sizes, probes
-from .forms import CLOSED_FORMS, ClosedForms, closed_forms, mixing_estimable  # noqa: F401 (re-exported)
+from .forms import closed_forms, mixing_estimable
 
 
 def coherence(family: Any, steps: int, q: Any = None, k: Any = None) -> np.ndarray:

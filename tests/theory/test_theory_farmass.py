@@ -7,7 +7,7 @@ import scipy.special as sp
 from accum.simulations.families import make_family
 from accum.theory import farmass, so2
 from accum.theory.forms import plane_angles
-from accum.theory.predict import closed_forms
+from accum.theory.forms import closed_forms
 
 
 @pytest.mark.parametrize("beta", [2.0, 1.0, 0.5])
