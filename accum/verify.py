@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from accum.runtime import Interrupted
-from accum.simulations.families import FAMILIES, Family, family_name, family_params, make_family
+from accum.simulations.families import Family, family_name, family_params, make_family
 from accum.simulations.params import ParamError, check_int, check_seed, integer_option, parse_assignments
 from accum.simulations.results import check_output_path, make_output_dir, make_record, reserve_output
 from accum.simulations.runner import check_scheduler, check_workers, connect, default_workers
@@ -115,8 +115,7 @@ def run_verify(args: argparse.Namespace) -> int:
         family = None
         if args.family:
             family = make_family(args.family, **parse_assignments(args.param, "--param"))
-            if family_name(family) not in FAMILIES:
-                check_sample(family, args.family)  # a user family's first sample: a step form, asked shapes, finite
+            check_sample(family, args.family)  # its first sample, built-in or not: a step form, asked shapes, finite
         cache = None if args.cache is None else make_output_dir(args.cache, "--cache")
         start = time.perf_counter()
         preset = PRESETS[args.preset]

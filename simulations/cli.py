@@ -85,9 +85,8 @@ def run_measure(args: argparse.Namespace) -> int:
         record["platform"]["threads"] = getattr(args, "thread_settings", None)  # set by accum.cli (--threads)
         if out is not None:
             out.write_json(record)
-    if "family_check" in record:  # a user family: what its first sample showed (orthogonal / contractive)
-        print(f"accum measure: {SampleReport(**record['family_check']).line(record['config']['family'])}",
-              file=sys.stderr)
+    # what its first sample showed (orthogonal / contractive), for a built-in as for a user family
+    print(f"accum measure: {SampleReport(**record['family_check']).line(record['config']['family'])}", file=sys.stderr)
     result = record["result"]
     summary = {k: result[k] for k in ("mean", "stderr", "n") if k in result} or result
     line = {"quantity": record["config"]["quantity"], "family": record["config"]["family"], **summary,

@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from . import estimators as est
 from . import montecarlo as mc
-from .families import FAMILIES, BuiltinFamily, Family, Steps, family_name, family_params, make_family
+from .families import FAMILIES, Family, Steps, family_name, family_params, make_family
 from .params import MAX_MEMORY_BYTES, ParamError, ParamSpec, check_memory, check_seed, resolve
 from .results import NonFiniteError, jsonable, make_record
 from .userfamily import SampleReport, first_sample, sample_report
@@ -330,28 +330,28 @@ def check_far_grid(n_max: int, points: int, owner: str) -> None:
 
 @dataclass(frozen=True)
 class Plan:
-    """A validated measurement, ready to run: ``plan_measurement`` -> ``run_plan``.  ``family_check``: what a
-    user family's first sample showed (None for a built-in)."""
+    """A validated measurement, ready to run: ``plan_measurement`` -> ``run_plan``.  ``family_check``: what the
+    family's first sample showed (built-in or user-defined alike)."""
 
     quantity: Quantity
     family: Family
     options: dict
     seed: int
-    family_check: SampleReport | None
+    family_check: SampleReport
 
 
 def plan_measurement(quantity: str, family: str, family_args: dict | None = None, options: dict | None = None,
                      seed: int = 0) -> Plan:
     """Every check that can be made before any work: the seed and ``resolve_job`` (the first sample and the
-    memory its step form needs).  A user family's plan also holds what that sample showed (``family_check``)."""
+    memory its step form needs); the plan holds what that sample showed (``family_check``)."""
     seed = check_seed(seed)
     q, fam, opts, steps = resolve_job(quantity, family, family_args or {}, options or {})
-    return Plan(q, fam, opts, seed, None if isinstance(fam, BuiltinFamily) else sample_report(steps))
+    return Plan(q, fam, opts, seed, sample_report(steps))
 
 
 def run_plan(plan: Plan, progress: bool = False) -> dict:
-    """Run a planned measurement and return its record (config, seed, result, timings, version); a user
-    family's record also carries ``family_check`` (its step form, orthogonality error, largest singular value).
+    """Run a planned measurement and return its record (config, seed, result, timings, version, and
+    ``family_check``: the first sample's step form, orthogonality error, largest singular value).
     ``progress``: a bar of steps drawn on stderr (when it is a terminal)."""
     start = time.perf_counter()
     total = STEPS_DRAWN[plan.quantity.name](plan.options)
@@ -364,9 +364,7 @@ def run_plan(plan: Plan, progress: bool = False) -> dict:
     config = {"quantity": plan.quantity.name, "family": name, "params": family_params(plan.family),
               "options": plan.options}
     record = make_record("measurement", config, result, plan.seed, {"seconds": time.perf_counter() - start})
-    if plan.family_check is not None:
-        record["family_check"] = plan.family_check.to_dict()
-    return record
+    return {**record, "family_check": plan.family_check.to_dict()}
 
 
 def measure(quantity: str, family: str, family_args: dict | None = None, options: dict | None = None,
