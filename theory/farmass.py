@@ -227,8 +227,10 @@ def transient_lags(rate: float) -> int:
     """D = the first lag with rate^D <= TRANSIENT_DECAY (at least 1); ``NoClosedForm`` beyond MAX_TRANSIENT."""
     if rate <= 0:
         return 1
+    if rate >= 1:  # no decay: log(rate) >= 0
+        raise NoClosedForm(f"coherence rate {rate:.6g}: its transient never ends")
     lags = 1 if rate < TRANSIENT_DECAY else int(math.ceil(math.log(TRANSIENT_DECAY) / math.log(rate)))
-    if rate >= 1 or lags > MAX_TRANSIENT:
+    if lags > MAX_TRANSIENT:
         raise NoClosedForm(f"coherence rate {rate:.6g}: its transient would need over {MAX_TRANSIENT} lags")
     return lags
 

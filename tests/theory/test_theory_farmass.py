@@ -92,3 +92,13 @@ def test_chain_sums_match_the_forward_recursion(stay, slope):
     decay = np.exp(-slope * np.arange(1, 14))
     want = np.cumsum(so2.chain_characteristic(pi, p, phases, 13)[:, 1:] * decay, axis=1)[:, sizes - 1]
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_a_family_whose_steps_never_mix_has_no_mixing_estimate():
+    """haar(d=1, SO) is the identity: coherence rate 1, so no transient ends (NoClosedForm, not a division by 0)."""
+    from accum.theory.forms import mixing_estimable
+
+    assert not mixing_estimable(make_family("haar", dim=1, group="SO"))
+    assert mixing_estimable(make_family("givens", dim=8, sigma=1.0))
+    with pytest.raises(farmass.NoClosedForm, match="never ends"):
+        farmass.transient_lags(1.0)
