@@ -149,6 +149,7 @@ def test_threads_option_sets_blas_threads_for_the_run(monkeypatch, capsys):
         assert main(["measure", "coherence", "--family", "householder", "--opt", "steps=3", "--opt", "samples=10",
                      "--threads", str(threads)]) == 0
     assert seen == [{1}, {2}]
+    capsys.readouterr()  # the runs' first-sample lines ("family householder: HouseholderSteps, ...")
     for bad in ("0", "-1", "100000"):
         assert main(["measure", "coherence", "--family", "householder", "--threads", bad]) == 2
         assert "--threads: expected an integer in [1, 1024]" in one_error_line(capsys)
