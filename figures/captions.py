@@ -64,9 +64,13 @@ def probes_caption(spec: FigureSpec, sweep: dict, path: Path) -> str:
 def theory_caption(spec: FigureSpec, result: dict, path: Path) -> str:
     """Caption of figure 7 from ``probes.theory_stats.agreement``: runs per arm, the rules, where it fails."""
     runs = ", ".join(f"{arm} seeds {seeds}" for arm, seeds in result["runs"].items())
+    premise = ", ".join(f"{arm} {share:.0%}" for arm, share in result["applies_share"].items())
     return "\n".join([f"{spec.name}: {spec.summary}", f"Runs (theory.json under {path}): {runs}.",
-                       "Prediction of (a): F(T) = mean over N = 1..T-L of E[1 - 1/(1 + N r)], r = mean far weight / near "
-                       "mass of the queries of 2L windows (assumes incoherent far scores and length-independent statistics; "
-                       "2x is in-sample). Bands: 95% Student t interval over seeds.",
-                       "In (b) the two windows are different units; agreement is their rank order over heads. RoPE's "
-                       "W_pred = L for every head (no mixing: the theory predicts no window)."]) + "\n"
+                      "Prediction of (a): F(T) = mean over N = 1..T-L of E[S_N / (Z_near + S_N)], S_N simulated from the "
+                      "head's step law with keys from its 2x key pool and Z_near from its near scores (probes/farlaw.py); "
+                      "no far attention of the model is read. Heads whose coherent fraction at lag L exceeds 0.5 are "
+                      f"outside the incoherence premise (share of heads inside it: {premise}); their curve shows what the "
+                      "coherent law does. (b): the head's own far attention at 2L extrapolated under C3 (probes/transfer.py; "
+                      "2x is in-sample). Bands: 95% Student t interval over seeds.",
+                      "In (c) the two windows are different units; agreement is their rank order over heads. A law that "
+                      "gives every head the same window (RoPE, NoPE: W_pred = L) has no order to rank."]) + "\n"

@@ -355,35 +355,43 @@ def fig_probes(sweep: dict) -> Figure:
 
 # ------------------------------------------------------------------------------------------- figure 7
 
-@styled
-def fig_theory(result: dict) -> Figure:
-    """Figure 7 from ``probes.theory_stats.agreement``: (a) per arm the far mass versus evaluation length /
-    train length, measured (solid, 95% band over seeds) and predicted from the 2x statistics (dashed, same
-    colour); (b) predicted window against measured window, one point per head and seed, log axes."""
-    fig = Figure(figsize=(11, 4.4), layout="constrained")
-    ax_far, ax_win = fig.subplots(1, 2)
-    arms = list(result["runs"])
-    for i, arm in enumerate(arms):
-        rows = [r for r in result["far"] if r["arm"] == arm]
+def _far_panel(ax: Axes, result: dict, kind: str, title: str) -> None:
+    """Per arm the measured far mass (solid, 95% band over seeds) and the ``kind`` prediction (dashed) vs length."""
+    for i, arm in enumerate(result["runs"]):
+        rows = [r for r in result["far"] if r["arm"] == arm and r["kind"] == kind]
         if not rows:
             continue
         c = PROBE_COLORS.get(arm, color(arm, i))
         mult = np.array([r["multiplier"] for r in rows], dtype=float)
-        meas = np.array([r["measured"]["mean"] for r in rows])
-        ax_far.plot(mult, meas, color=c, marker=marker(i), label=f"{PROBE_LABELS.get(arm, arm)} measured (n={rows[0]['seeds']})")
-        ax_far.plot(mult, [r["pred"]["mean"] for r in rows], color=c, label=f"{PROBE_LABELS.get(arm, arm)} predicted", **THEORY)
+        ax.plot(mult, [r["measured"]["mean"] for r in rows], color=c, marker=marker(i),
+                label=f"{PROBE_LABELS.get(arm, arm)} (n={rows[0]['seeds']})")
+        ax.plot(mult, [r["pred"]["mean"] for r in rows], color=c, **THEORY)
         if all(r["measured"]["ci"] is not None for r in rows):
-            ax_far.fill_between(mult, [r["measured"]["ci"][0] for r in rows], [r["measured"]["ci"][1] for r in rows],
-                                color=c, alpha=0.15, linewidth=0)
-    ax_far.set_xscale("log", base=2)
-    plain_ticks(ax_far, sorted({r["multiplier"] for r in result["far"]}))
-    ax_far.set_xlabel(rf"evaluation length / train length ($L = {result['seq_len']}$ tokens)")
-    ax_far.set_ylabel(r"far attention mass (keys $\geq L$ back), mean over heads")
-    ax_far.set_title("(a) far mass: measured vs extrapolated from 2x")
-    ax_far.legend(loc="lower right", fontsize=7)
+            ax.fill_between(mult, [r["measured"]["ci"][0] for r in rows], [r["measured"]["ci"][1] for r in rows],
+                            color=c, alpha=0.15, linewidth=0)
+    ax.set_xscale("log", base=2)
+    plain_ticks(ax, sorted({r["multiplier"] for r in result["far"]}))
+    ax.set_xlabel(rf"evaluation length / train length ($L = {result['seq_len']}$ tokens)")
+    ax.set_ylabel(r"far attention mass (keys $\geq L$ back), mean over heads")
+    ax.set_title(title, fontsize=9)
+
+
+@styled
+def fig_theory(result: dict) -> Figure:
+    """Figure 7 from ``probes.theory_stats.agreement``: (a) per arm the far mass versus evaluation length / train
+    length, measured (solid, 95% band over seeds) and predicted from the family's law and the 1x statistics (dashed);
+    (b) the same with the C3 transfer row (extrapolated from the head's own 2x attention); (c) predicted window against
+    measured window, one point per head and seed; (d) the law-based degradation D against the measured log ppl ratio,
+    one point per arm."""
+    fig = Figure(figsize=(12, 9), layout="constrained")
+    (ax_law, ax_c3), (ax_win, ax_ord) = fig.subplots(2, 2)
+    _far_panel(ax_law, result, "law", "(a) far mass: measured (solid) vs predicted from the step law (dashed)")
+    _far_panel(ax_c3, result, "c3", "(b) far mass: measured (solid) vs C3 transfer from 2x (dashed)")
+    ax_law.legend(loc="lower right", fontsize=6, ncol=2)
+    arms = list(result["runs"])
     for i, arm in enumerate(arms):
         pts = [p for p in result["window_points"] if p["arm"] == arm]
-        ax_win.scatter([p["window_measured"] for p in pts], [p["window_pred"] for p in pts], s=14, alpha=0.7,
+        ax_win.scatter([p["window_measured"] for p in pts], [p["window_pred"] for p in pts], s=12, alpha=0.7,
                        color=PROBE_COLORS.get(arm, color(arm, i)), marker=marker(i), label=PROBE_LABELS.get(arm, arm))
     ax_win.set_xscale("log")
     ax_win.set_yscale("log")
@@ -391,10 +399,20 @@ def fig_theory(result: dict) -> Figure:
         axis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
         axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax_win.set_xlabel("measured window (lags holding 90% of attention, at L)")
-    ax_win.set_ylabel(r"predicted window $W = \sum_{n<L} C_h(n)^2$")
-    ax_win.set_title("(b) mixing window per head: rank agreement")
-    ax_win.legend(loc="lower left", fontsize=7)
-    fig.suptitle("Theory vs trained probes (accum.theory from each head's realised angle law)", fontsize=10)
+    ax_win.set_ylabel(r"predicted window $W = \sum_{n<L} C(n)^2$")
+    ax_win.set_title("(c) mixing window per head", fontsize=9)
+    ax_win.legend(loc="lower left", fontsize=6, ncol=2)
+    order = result["order"]
+    for i, arm in enumerate(order["arms"]):
+        ax_ord.scatter(order["pred"][arm], order["measured"][arm], color=PROBE_COLORS.get(arm, color(arm, i)),
+                       marker=marker(i), s=30)
+        ax_ord.annotate(PROBE_LABELS.get(arm, arm), (order["pred"][arm], order["measured"][arm]), fontsize=7,
+                        xytext=(3, 3), textcoords="offset points")
+    rho = "n/a" if order["rho"] is None else f"{order['rho']:.2f}"
+    ax_ord.set_xlabel(r"law-based degradation $D = -\log(1 - F_{law}(M))$, mean over heads and seeds")
+    ax_ord.set_ylabel(r"measured $\log$ ppl$(M)$ / ppl$(1x)$")
+    ax_ord.set_title(f"(d) degradation order: Spearman {rho}, {order['verdict']}", fontsize=9)
+    fig.suptitle("Theory vs trained probes: accum's theory from each head's realised step law", fontsize=10)
     return fig
 
 

@@ -198,10 +198,12 @@ def probes_spec() -> FigureSpec:
     return FigureSpec("fig6_probes", PROBES_SUMMARY)
 
 
-THEORY_SUMMARY = ("accum's theory against the trained probes (probes/bridge.py): (a) far attention mass versus "
-                  "evaluation length, measured (solid, mean and 95% band over seeds) and extrapolated from the 2x score "
-                  "statistics alone (dashed); (b) predicted mixing window W_pred = sum_{n<L} C_h(n)^2 against the "
-                  "measured 90% attention window, one point per head and seed.")
+THEORY_SUMMARY = ("accum's theory against the trained probes (probes/bridge.py): far attention mass versus evaluation "
+                  "length, measured (solid, mean and 95% band over seeds) against (a) the prediction from each head's step "
+                  "law and 1x query/key statistics (dashed) and (b) the C3 transfer row extrapolated from the head's own 2x "
+                  "attention (dashed); (c) predicted mixing window W_pred = sum_{n<L} C(n)^2 against the measured 90% "
+                  "attention window, one point per head and seed; (d) the law-based degradation against the measured "
+                  "perplexity growth, one point per arm.")
 
 
 def theory_spec() -> FigureSpec:

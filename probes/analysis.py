@@ -118,6 +118,18 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
 
 
 @torch.no_grad()
+def layer_inputs(model: ProbeModel, x: torch.Tensor, uniforms: torch.Tensor | None) -> list[torch.Tensor]:
+    """Per layer the normalised input ln1(hidden) (B, T, D) of windows x (B, T) on the CPU (the same pass as
+    ``model(x, None, uniforms)``): the heads' q, k, v and PaTH's (w, beta) are functions of it."""
+    hidden, out = model.embed(x), []
+    for index, block in enumerate(model.blocks):
+        out.append(block.ln1(hidden).cpu())
+        u_layer = None if uniforms is None else uniforms[:, :, index]
+        hidden, _ = block(hidden, x, model.empty_states(x.shape[0])[0], u_layer, False)
+    return out
+
+
+@torch.no_grad()
 def head_inputs(model: ProbeModel, x: torch.Tensor, uniforms: torch.Tensor | None) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Per layer, the untransformed queries and keys (B, H, T, d) of windows x (B, T) on the CPU, from the
     layer's normalised input (the same pass as ``model(x, None, uniforms)``)."""

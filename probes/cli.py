@@ -30,8 +30,8 @@ import torch
 from accum.probes import stats, tables
 from accum.probes.evaluate import EvalConfig
 from accum.probes.io import json_text, read_json
-from accum.probes.bridge import THEORY_RESULTS, BridgeConfig, theory_result
-from accum.probes.model import ANGLE_ARMS, ARMS
+from accum.probes.bridge import THEORY_RESULTS, BridgeConfig, is_current, theory_result
+from accum.probes.model import ARMS
 from accum.probes.presets import PRESETS, preset
 from accum.probes.sweep import (EVAL_RESULTS, SweepConfig, check_analysis, check_summary, evaluate_run, finished_run,
                                 markdown_table, run_order, run_sweep)
@@ -129,11 +129,16 @@ def add_subparser(subparsers) -> argparse.ArgumentParser:
     p_tables.add_argument("--top", type=integer_option, default=256, help="most frequent tokens compared across seeds")
     p_tables.add_argument("--json", type=Path, default=None, help="write the results here")
     _common(p_tables)
-    p_theory = sub.add_parser("theory", help="accum's theory for one trained angle-arm run: theory.json (coherence, "
-                              "window, far mass extrapolated from 2x; read by `probe report`)")
-    p_theory.add_argument("--run", dest="run_dir", type=Path, required=True, help="folder of a finished angle-arm run")
-    p_theory.add_argument("--out", type=Path, default=None, help="output (default RUN/theory.json)")
+    p_theory = sub.add_parser("theory", help="accum's theory for finished runs: theory.json per run (far mass predicted "
+                              "from each head's step law, the C3 transfer row, windows; read by `probe report`)")
+    p_theory.add_argument("--run", dest="run_dirs", type=Path, nargs="+", required=True,
+                          help="folders of finished runs (any arm, family arms too); runs whose theory.json is current "
+                               "are skipped")
+    p_theory.add_argument("--out", type=Path, default=None, help="output (one --run only; default RUN/theory.json)")
     p_theory.add_argument("--windows", type=integer_option, default=None, help="validation windows of 2 L_train tokens")
+    p_theory.add_argument("--streams", type=integer_option, default=None,
+                          help=f"simulated queries per head of the law-based far mass (default {BridgeConfig.streams})")
+    p_theory.add_argument("--force", action="store_true", help="recompute runs whose theory.json is current")
     _common(p_theory)
     p_report = sub.add_parser("report", help="print a finished (or partial) sweep's table and C7 verdicts; no training")
     p_report.add_argument("--sweep", type=Path, default=DEFAULT_SWEEP, help=f"sweep.json (default {DEFAULT_SWEEP})")
@@ -160,7 +165,7 @@ def command_flags(command: str) -> dict[str, str]:
     if command == "eval":
         return {**evaluation, **ANALYSIS_FLAGS}
     if command == "theory":
-        return {"windows": "--windows"}
+        return {"windows": "--windows", "streams": "--streams"}
     if command == "tables":
         return {"windows": "--windows", "top": "--top", "runs": "--runs", "arm": "--runs (its arm)"}
     train_flags = {f.name: flag(f.name) for f in fields(TrainConfig) if f.name != "seed"}
@@ -293,19 +298,27 @@ def run_tables(args: argparse.Namespace, device: str) -> None:
 
 
 def run_theory(args: argparse.Namespace, device: str) -> None:
-    """theory.json of one finished run of an angle arm (``bridge.write_theory``)."""
-    tcfg = finished_run_config(args.run_dir)
-    if tcfg.arm not in ANGLE_ARMS:
-        raise ParamError(f"--run {args.run_dir}: arm {tcfg.arm!r} has no accumulated angle law; allowed: "
-                         f"{', '.join(ANGLE_ARMS)}")
-    cfg = None if args.windows is None else BridgeConfig(windows=args.windows)
-    target = args.run_dir / THEORY_RESULTS if args.out is None else args.out
-    with reserve_output(target, "--out") as out:  # proven writable before any work
-        data, _ = load_data(tcfg, args.data_dir)
-        res = theory_result(args.run_dir, data, device, args.threads, cfg)
-        out.write_text(json_text(res))
-    print(f"{res['arm']}: spearman(window) {res['spearman_window']}, far log ratio {res.get('far_log_ratio')}, "
-          f"{res['seconds']:.1f} s")
+    """theory.json of every finished run given (``bridge.theory_result``), skipping current ones unless --force."""
+    if args.out is not None and len(args.run_dirs) != 1:
+        raise ParamError(f"--out names one file: give one --run, got {len(args.run_dirs)}")
+    configs = [finished_run_config(run_dir) for run_dir in args.run_dirs]  # every folder checked before any work
+    given = {k: getattr(args, k) for k in ("windows", "streams") if getattr(args, k) is not None}
+    cfg = BridgeConfig(**given) if given else None
+    for run_dir, tcfg in zip(args.run_dirs, configs):
+        target = run_dir / THEORY_RESULTS if args.out is None else args.out
+        if not args.force and is_current(run_dir, target):
+            print(f"{run_dir}: theory.json is current, skipped")
+            continue
+        with reserve_output(target, "--out") as out:  # proven writable before any work
+            data, _ = load_data(tcfg, args.data_dir)
+            res = theory_result(run_dir, data, device, args.threads, cfg)
+            out.write_text(json_text(res))
+        print(f"{run_dir}: {res['arm']}, premise holds in {res['applies_share']:.0%} of heads, law log ratio "
+              f"{_rounded(res.get('law_log_ratio'))}, C3 log ratio {_rounded(res.get('c3_log_ratio'))}, {res['seconds']:.1f} s")
+
+
+def _rounded(values: list[float] | None) -> str:
+    return "n/a (no eval.json)" if values is None else "[" + ", ".join(f"{v:+.3f}" for v in values) + "]"
 
 
 def run_probe_sweep(args: argparse.Namespace, device: str) -> None:
