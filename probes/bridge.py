@@ -89,7 +89,8 @@ def layer_theory(model: ProbeModel, real: steplaw.Realised, layer: int, weights:
              for h in range(model.cfg.n_heads)]
     c3 = transfer.extrapolate(weights, seq_len, multipliers, cfg.queries, rng)
     measured_window = analysis.mixing_window(weights[:, :, :seq_len, :seq_len], cfg.level)
-    return {"far_mass_law": [h["far_mass"] for h in heads], "far_mass_c3": c3.tolist(),
+    return {"far_mass_law": [h["far_mass"] for h in heads], "far_mass_law_se": [h["far_mass_se"] for h in heads],
+            "far_mass_c3": c3.tolist(),
             "coherent_at_L": [h["coherent_at_L"] for h in heads], "applies": [h["applies"] for h in heads],
             "window_pred": [h["window"] for h in heads], "window_measured": measured_window.tolist(),
             "far_score_sd": [h["far_score_sd"] for h in heads], "c4_sd": [h["c4_sd"] for h in heads],

@@ -93,21 +93,31 @@ def near_statistics(q: torch.Tensor, k: torch.Tensor, weights: torch.Tensor, seq
 
 @dataclass(frozen=True)
 class FarPrediction:
-    """curve[N - 1] = E F_i(N) for N = 1..len (mean over the sampled queries), and the simulated far scores' sd."""
+    """per_query[s, N - 1] = F_s(N) = S_N / (Z^near_s + S_N) of sampled query s for N = 1..n_far, and the simulated
+    far scores' sd."""
 
-    curve: np.ndarray
+    per_query: np.ndarray
     far_score_sd: float
 
+    def per_query_at(self, multipliers: list[int], seq_len: int) -> np.ndarray:
+        """(streams, len(multipliers)): each query's mean of F_s(N) over N = 1..T - L, T = m L."""
+        cum = np.cumsum(self.per_query, axis=1)
+        return np.stack([cum[:, (m - 1) * seq_len - 1] / ((m - 1) * seq_len) for m in multipliers], axis=1)
+
     def at(self, multipliers: list[int], seq_len: int) -> list[float]:
-        """F(T) = mean of curve over N = 1..T - L for T = m L (module docstring)."""
-        cum = np.cumsum(self.curve)
-        return [float(cum[(m - 1) * seq_len - 1] / ((m - 1) * seq_len)) for m in multipliers]
+        """F(T) at T = m L (module docstring): the mean over the sampled queries."""
+        return self.per_query_at(multipliers, seq_len).mean(axis=0).tolist()
+
+    def standard_error(self, multipliers: list[int], seq_len: int) -> list[float]:
+        """Standard error of ``at`` (the sampled queries, each with its own path and keys, are independent)."""
+        values = self.per_query_at(multipliers, seq_len)
+        return (values.std(axis=0, ddof=1) / math.sqrt(values.shape[0])).tolist()
 
 
-def far_curve(law: HeadLaw, stats: HeadStats, seq_len: int, n_far: int, streams: int,
-              rng: np.random.Generator) -> FarPrediction:
-    """Simulated E[S_N / (Z^near + S_N)] for N = 1..n_far (module docstring): ``streams`` queries drawn from the
-    head's 2L statistics, each with a path from the law and one pool key per lag."""
+def far_exp_ratios(law: HeadLaw, stats: HeadStats, seq_len: int, n_far: int, streams: int, rng: np.random.Generator):
+    """Yield (first, ratios, scores) chunk by chunk: for ``streams`` queries drawn from the head's 2L statistics, each
+    with one path from the law and one pool key per lag, the far exp-ratios e^{s_n - m n} / Z^near (streams, c) and
+    the scores s_n (streams, c) at far lags n = L + first .. L + first + c - 1 (module docstring)."""
     check_int("n_far", n_far, 1)
     check_int("streams", streams, 1)
     if stats.log_z_near.size == 0:
@@ -115,11 +125,8 @@ def far_curve(law: HeadLaw, stats: HeadStats, seq_len: int, n_far: int, streams:
     d = law.family.dim
     pick = rng.integers(stats.log_z_near.size, size=streams)
     x, log_z = stats.queries[pick], stats.log_z_near[pick]
-    total = seq_len + n_far - 1  # lags 1..total, far lags L..total
-    out = np.empty((streams, n_far))
-    running, done = np.zeros(streams), 0
     pool = stats.keys.astype(np.float32)  # scores need float32 precision only; halves the gather
-    moments = np.zeros(3)  # count, sum, sum of squares of the far scores
+    total, done = seq_len + n_far - 1, 0  # lags 1..total, far lags L..total
     while done < total:
         n = min(CHUNK, total - done)
         keys = pool[rng.integers(pool.shape[0], size=(streams, n))]  # (streams, n, d)
@@ -128,16 +135,24 @@ def far_curve(law: HeadLaw, stats: HeadStats, seq_len: int, n_far: int, streams:
         far = lags >= seq_len
         if far.any():
             s = s[:, far] / math.sqrt(d)
-            moments += (s.size, s.sum(), np.square(s).sum())
-            ratio = np.exp(s - law.slope * lags[far] - log_z[:, None])  # e^{s_n} / Z^near
-            cum = running[:, None] + np.cumsum(ratio, axis=1)
-            first = int(lags[far][0]) - seq_len
-            out[:, first:first + cum.shape[1]] = cum
-            running = cum[:, -1]
+            yield int(lags[far][0]) - seq_len, np.exp(s - law.slope * lags[far] - log_z[:, None]), s
         done += n
+
+
+def far_curve(law: HeadLaw, stats: HeadStats, seq_len: int, n_far: int, streams: int,
+              rng: np.random.Generator) -> FarPrediction:
+    """Simulated F_s(N) = S_N / (Z^near + S_N) for N = 1..n_far and ``streams`` sampled queries (``far_exp_ratios``;
+    S_N is the cumulative sum of a query's exp-ratios along its path)."""
+    out = np.empty((streams, n_far))
+    running = np.zeros(streams)
+    moments = np.zeros(3)  # count, sum, sum of squares of the far scores
+    for first, ratio, s in far_exp_ratios(law, stats, seq_len, n_far, streams, rng):
+        moments += (s.size, s.sum(), np.square(s).sum())
+        cum = running[:, None] + np.cumsum(ratio, axis=1)
+        out[:, first:first + cum.shape[1]] = cum
+        running = cum[:, -1]
     mean = moments[1] / moments[0]
-    sd = math.sqrt(max(moments[2] / moments[0] - mean * mean, 0.0))
-    return FarPrediction((out / (1.0 + out)).mean(axis=0), sd)
+    return FarPrediction(out / (1.0 + out), math.sqrt(max(moments[2] / moments[0] - mean * mean, 0.0)))
 
 
 def path_scores(steps, x: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -151,9 +166,9 @@ def path_scores(steps, x: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.
     if theta is None:
         path = steps.transposed().transport(x)
         return np.einsum("snd,snd->sn", path[:, 1:], keys), path[:, -1]
-    cum = torch.from_numpy(theta).cumsum(1)
+    cum = torch.from_numpy(np.ascontiguousarray(theta, dtype=np.float64)).cumsum(1)
     qr, qi = (torch.from_numpy(np.ascontiguousarray(x[:, None, p::2])).float() for p in (0, 1))
-    k = torch.from_numpy(keys).float()
+    k = torch.from_numpy(np.ascontiguousarray(keys)).float()
     kr, ki = k[..., 0::2], k[..., 1::2]
     phase = torch.remainder(cum, 2 * math.pi).float()
     # conj(z_x) z_k = (qr kr + qi ki) + i (qr ki - qi kr)
@@ -193,6 +208,7 @@ def predict_head(law: HeadLaw, stats: HeadStats, seq_len: int, multipliers: list
         raise field_error("multipliers", f"must be integers >= 2, got {multipliers!r}")
     curve = coherent_fraction(law, stats.queries, seq_len, COHERENCE_PATHS, rng)
     far = far_curve(law, stats, seq_len, (max(multipliers) - 1) * seq_len, streams, rng)
-    return {"far_mass": far.at(multipliers, seq_len), "coherent_at_L": float(curve[seq_len]),
+    return {"far_mass": far.at(multipliers, seq_len), "far_mass_se": far.standard_error(multipliers, seq_len),
+            "coherent_at_L": float(curve[seq_len]),
             "applies": bool(curve[seq_len] <= PREMISE), "window": window.width_from_curve(curve[:seq_len]),
             "far_score_sd": far.far_score_sd, "c4_sd": c4_sd(stats), "source": law.source}

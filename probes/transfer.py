@@ -19,6 +19,7 @@ Estimator here.  Write log x_ij = u_i + e_ij with a location u_i per query and a
 * u_i is estimated by the mean of log x_ij (noise variance v / n_i, v = var e, far smaller than the relative noise of
   xbar_i in heavy tails: 4/64 against 53/64 at sigma = 2);
 * the residual law is the pool of e_ij = (log x_ij - uhat_i) sqrt(n_i / (n_i - 1)) (so its variance is v);
+* ``queries`` of the usable queries are drawn (with replacement when there are fewer), one stream each;
 * only queries with n_i >= ``MIN_FAR`` x L far keys are used (positions i in [1.5 L, 2L); by A2 any position will do);
 * E g(e^{u_i} C_N), C_N a sum of N draws of e^{e} from the pool, is evaluated at u = uhat_i and uhat_i +- h_i,
   h_i^2 = v / n_i, and the second-order term of the location noise is removed:
@@ -78,7 +79,7 @@ def extrapolate_head(logs: list[np.ndarray], seq_len: int, multipliers: list[int
     u, n, pool = location_and_residuals(logs)
     v = float(np.mean(pool**2))
     n_far = (max(multipliers) - 1) * seq_len
-    pick = rng.choice(u.size, size=min(queries, u.size), replace=False)
+    pick = rng.choice(u.size, size=queries, replace=queries > u.size)  # more queries than usable: several streams each
     total = np.zeros(n_far)
     for i in pick:
         c = np.cumsum(np.exp(pool[rng.integers(pool.size, size=n_far)]))

@@ -1,0 +1,105 @@
+"""probes.farlaw: the far mass predicted from a step law and 1x statistics, on synthetic attention whose answer is
+known (queries and keys i.i.d., steps from the law: every assumption of the prediction holds), and its engine against
+the closed forms of accum.theory and the plain transport."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from accum.probes import farlaw
+from accum.probes.analysis import far_mass
+from accum.probes.steplaw import HeadLaw
+from accum.simulations.families import make_family
+from accum.theory import so2
+from accum.theory.forms import plane_angles
+
+torch.set_num_threads(1)
+
+L, D = 16, 8
+#: two-sided z for each comparison: 20 comparisons at 0.1% each, a false-failure budget of 2% for the file
+Z = 3.3
+
+
+def synthetic(family, length: int, batch: int, score_sd: float, slope: float, rng: np.random.Generator):
+    """Queries and keys i.i.d. N(0, score_sd) per coordinate (so q.k / sqrt(d) has sd score_sd), steps from the
+    family, ALiBi bias -slope (i - j): q, k (B, 1, T, d) and the causal softmax weights (B, 1, T, T)."""
+    scale = math.sqrt(score_sd)
+    q, k = rng.normal(0, scale, (batch, length, D)), rng.normal(0, scale, (batch, length, D))
+    s = family.sample(rng, length, batch).scores(q, k) / math.sqrt(D)
+    lag = np.arange(length)[:, None] - np.arange(length)[None, :]
+    s = np.where(lag >= 0, s - slope * lag, -np.inf)
+    return torch.from_numpy(q)[:, None], torch.from_numpy(k)[:, None], torch.softmax(torch.from_numpy(s), -1)[:, None]
+
+
+CASES = {
+    "uniform(pi): incoherent after one step": (make_family("so2-accumulated", dim=D, law="uniform", a=math.pi), 0.0),
+    "rope-uniform: slow planes coherent": (make_family("so2-accumulated", dim=D, law="rope-uniform", base=100.0), 0.0),
+    "rope: deterministic": (make_family("rope", dim=D, base=100.0), 0.0),
+    "nope with an ALiBi slope": (make_family("nope", dim=D), 0.05),
+    "householder beta 1.5: contracting": (make_family("householder", dim=D, beta=1.5), 0.0),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("score_sd", [0.5, 2.0])
+def test_law_prediction_matches_synthetic_attention(name, score_sd):
+    """From 2L windows' near statistics and the law alone, the far mass at 2L and 8L equals the far mass of the
+    synthetic attention measured on 8L windows, within Z combined standard errors (the prediction's over its
+    sampled queries, the measurement's over windows)."""
+    family, slope = CASES[name]
+    rng = np.random.default_rng(7)
+    q, k, w = synthetic(family, 2 * L, 256, score_sd, slope, rng)
+    stats = farlaw.near_statistics(q, k, w, L)[0]
+    pred = farlaw.far_curve(HeadLaw(family, slope, name), stats, L, 7 * L, 1024, rng)
+    _, _, long_w = synthetic(family, 8 * L, 96, score_sd, slope, rng)
+    per_window = np.array([float(far_mass(long_w[b:b + 1], L)[0]) for b in range(long_w.shape[0])])
+    got, se = pred.at([8], L)[0], pred.standard_error([8], L)[0]
+    want, want_se = per_window.mean(), per_window.std(ddof=1) / math.sqrt(per_window.size)
+    assert abs(got - want) < Z * math.hypot(se, want_se), (name, score_sd, got, want, se, want_se)
+    in_sample = float(far_mass(w, L)[0])  # 2L: the measurement of the 256 windows the statistics came from
+    assert abs(pred.at([2], L)[0] - in_sample) < Z * pred.standard_error([2], L)[0] + 0.01, (name, in_sample)
+
+
+def test_mean_exp_score_per_lag_is_the_bessel_closed_form():
+    """For one query and one key, the simulated mean of e^{s_n} at every far lag equals accum.theory.so2's Bessel form
+    E exp(s0 q^T P_n k) (far_mass_terms) for the rope-uniform law (planes mixing at their own rates), within Z se."""
+    family = make_family("so2-accumulated", dim=D, law="rope-uniform", base=30.0)
+    rng = np.random.default_rng(3)
+    q, k = rng.normal(size=D), rng.normal(size=D)
+    stats = farlaw.HeadStats(q[None], np.zeros(1), k[None])
+    chunks = list(farlaw.far_exp_ratios(HeadLaw(family, 0.0, "test"), stats, L, 40, 20000, rng))
+    ratios = np.concatenate([c[1] for c in chunks], axis=1)  # (streams, 40): e^{s_n}, lags L..L+39
+    s0 = float(np.linalg.norm(q) * np.linalg.norm(k)) / math.sqrt(D)
+    terms, _ = so2.far_mass_terms(plane_angles(family), L + 39, s0, q / np.linalg.norm(q), k / np.linalg.norm(k))
+    want = terms[L - 1:] * math.exp(s0)
+    se = ratios.std(axis=0, ddof=1) / math.sqrt(ratios.shape[0])
+    assert np.all(np.abs(ratios.mean(axis=0) - want) < Z * se), (ratios.mean(axis=0) - want) / se
+
+
+@pytest.mark.parametrize("family", [make_family("so2-accumulated", dim=6, law="uniform", a=2.0),
+                                    make_family("householder", dim=5, beta=1.3)], ids=["angles", "householder"])
+def test_path_scores_against_the_transport(family):
+    """The closed-form angle route and the transport route equal the plain fp64 transport, odd sizes, asymmetric
+    query and keys."""
+    rng = np.random.default_rng(1)
+    steps = family.sample(rng, 7, 3)
+    x, keys = rng.normal(size=(3, family.dim)), rng.normal(size=(3, 7, family.dim))
+    s, carried = farlaw.path_scores(steps, x, keys)
+    path = steps.transposed().transport(x)
+    np.testing.assert_allclose(s, np.einsum("snd,snd->sn", path[:, 1:], keys), rtol=0, atol=5e-6)
+    np.testing.assert_allclose(carried, path[:, -1], rtol=0, atol=1e-12)
+
+
+def test_coherent_fraction_premise():
+    """C(n) = 1 for RoPE at every lag (|psi| = 1), and for U(-a, a) steps C(n) = |sinc(a)|^n up to the estimate's noise
+    floor: the premise flags RoPE and passes the mixing law."""
+    rng = np.random.default_rng(2)
+    queries = rng.normal(size=(64, D))
+    rope = farlaw.coherent_fraction(HeadLaw(make_family("rope", dim=D), 0.0, ""), queries, 12, 64, rng)
+    np.testing.assert_allclose(rope, 1.0, atol=1e-12)
+    law = HeadLaw(make_family("so2-accumulated", dim=D, law="uniform", a=1.0), 0.0, "")
+    got = farlaw.coherent_fraction(law, queries, 12, 4096, rng)
+    want = abs(math.sin(1.0)) ** np.arange(13)
+    assert np.all(np.abs(got - want) < 5.0 / math.sqrt(4096) + 1e-12), got - want
