@@ -112,7 +112,7 @@ def run_theory(model: ProbeModel, seq_len: int, val_ids: torch.Tensor, cfg: Brid
     multipliers = eval_multipliers(measured)
     model.eval()
     x, _ = eval_windows(val_ids, length, cfg.windows * length)
-    uniforms = model.draw_uniforms(x.shape[0], length, torch.Generator().manual_seed(cfg.seed))
+    uniforms = model.draw_noise(x.shape[0], length, torch.Generator().manual_seed(cfg.seed))
     out = model(x, None, uniforms, need_weights=True)
     real = steplaw.Realised(analysis.layer_inputs(model, x, uniforms), out.step_angles, val_ids.numpy())
     rng = np.random.default_rng(cfg.seed)

@@ -19,7 +19,7 @@ def package_version() -> str:
 
 def provenance(threads: int, device: str) -> dict:
     """Versions and machine facts stored with every result."""
-    return {"accum_version": package_version(), "torch_version": torch.__version__,
+    return {"accum_version": package_version(), "torch_version": torch.__version__, "host": platform.node(),
             "python": sys.version.split()[0], "platform": platform.platform(), "threads": threads, "device": device}
 
 

@@ -91,7 +91,7 @@ def test_realised_law_reproduces_the_models_scores():
         model = ProbeModel(ModelConfig(arm=arm, vocab_size=DATA.vocab_size, d_model=16, n_heads=2, n_layers=2),
                            torch.Generator().manual_seed(0)).double()
         x = DATA.val[:2 * 13].view(2, 13)
-        u = model.draw_uniforms(2, 13, torch.Generator().manual_seed(1))
+        u = model.draw_noise(2, 13, torch.Generator().manual_seed(1))
         with torch.no_grad():
             out = model(x, None, u, need_weights=True)
             inputs = analysis.layer_inputs(model, x, u)
