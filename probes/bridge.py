@@ -190,6 +190,14 @@ def is_current(run_dir: Path, target: Path | None = None) -> bool:
     return version == VERSION and target.stat().st_mtime >= newest
 
 
+def summary_line(run_dir: Path, res: dict) -> str:
+    """One line for ``accum probe theory``: the premise share and the law and C3 log ratios per length."""
+    def rounded(values: list[float] | None) -> str:
+        return "n/a (no eval.json)" if values is None else "[" + ", ".join(f"{v:+.3f}" for v in values) + "]"
+    return (f"{run_dir}: {res['arm']}, premise holds in {res['applies_share']:.0%} of heads, law log ratio "
+            f"{rounded(res.get('law_log_ratio'))}, C3 log ratio {rounded(res.get('c3_log_ratio'))}, {res['seconds']:.1f} s")
+
+
 def write_theory(run_dir: Path, data: TokenData, device: str = "cpu", threads: int = 1) -> dict:
     """``theory_result`` written atomically to run_dir/theory.json.  The sweep calls this after evaluating each run."""
     result = theory_result(run_dir, data, device, threads)

@@ -29,7 +29,7 @@ import torch
 from accum.probes import stats, tables
 from accum.probes.evaluate import EvalConfig
 from accum.probes.io import json_text, read_json
-from accum.probes.bridge import THEORY_RESULTS, BridgeConfig, is_current, theory_result
+from accum.probes.bridge import THEORY_RESULTS, BridgeConfig, is_current, summary_line, theory_result
 from accum.probes.model import ARMS
 from accum.probes.presets import PRESETS, preset
 from accum.probes.sweep import (EVAL_RESULTS, SweepConfig, check_analysis, check_summary, evaluate_run,
@@ -327,12 +327,7 @@ def run_theory(args: argparse.Namespace, device: str) -> None:
             data, _ = load_data(tcfg, args.data_dir)
             res = theory_result(run_dir, data, device, args.threads, cfg)
             out.write_text(json_text(res))
-        print(f"{run_dir}: {res['arm']}, premise holds in {res['applies_share']:.0%} of heads, law log ratio "
-              f"{_rounded(res.get('law_log_ratio'))}, C3 log ratio {_rounded(res.get('c3_log_ratio'))}, {res['seconds']:.1f} s")
-
-
-def _rounded(values: list[float] | None) -> str:
-    return "n/a (no eval.json)" if values is None else "[" + ", ".join(f"{v:+.3f}" for v in values) + "]"
+        print(summary_line(run_dir, res))
 
 
 SWEEP_DESIGN_OPTIONS = ("eval_seed", "arms", "variant", "seeds", "looks", "alpha", "analysis_multiplier",

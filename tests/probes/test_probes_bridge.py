@@ -185,3 +185,25 @@ def test_figure7_renders_from_saved_theory(runs, tmp_path):
     assert "rope seeds [0, 1, 2]" in txt.read_text() and outcome.message == "24 probe runs with a theory.json"
     empty = theory_figure(theory_spec(), None, tmp_path / "none" / "sweep.json", tmp_path / "out2")
     assert empty.files == () and "no theory.json" in empty.message
+
+
+def test_a_users_family_trains_and_is_predicted_from_its_own_law(tmp_path, capsys):
+    """`accum probe train --arm family --family module:Class` (the README's TwoPointAngles, theta = +-a), then eval and
+    theory from the command line: the bridge's law is the family's own sampler, its coherent fraction at lag L is the
+    family's closed form |cos a|^L (phi(1) = cos a) within the estimate's noise floor, and the premise follows it."""
+    run = tmp_path / "twopoint"
+    common = ["--threads", "1", "--no-progress"]
+    assert main(["probe", "train", "--arm", "family", "--family", "accum.simulations.examples:TwoPointAngles",
+                 "--family-param", "a=0.5", "--steps", "10", "--d-model", "16", "--n-heads", "2", "--n-layers", "2",
+                 "--seq-len", str(L), "--batch-size", "4", "--tokenizer", "char", "--data-source", "stdlib",
+                 "--out", str(run), *common]) == 0
+    assert main(["probe", "eval", "--run", str(run), "--multipliers", "1", "2", "4", "--n-tokens", str(16 * L),
+                 "--chunk", str(L), *common]) == 0
+    assert main(["probe", "theory", "--run", str(run), "--windows", "8", "--threads", "1"]) == 0
+    res = json.loads((run / bridge.THEORY_RESULTS).read_text())
+    assert res["arm"] == "family" and "TwoPointAngles" in res["layers"][0]["law_source"]
+    want = abs(math.cos(0.5)) ** L
+    got = np.array([c for la in res["layers"] for c in la["coherent_at_L"]])
+    assert np.all(np.abs(got - want) < 5.0 / math.sqrt(farlaw.COHERENCE_PATHS)), (got, want)
+    assert res["applies_share"] == 1.0 and len(res["law_log_ratio"]) == 2
+    assert "premise holds in 100% of heads" in capsys.readouterr().out
