@@ -103,7 +103,7 @@ def test_realised_law_reproduces_the_models_scores():
             w, beta = steplaw.path_factors(model, 1, inputs[1])
             steps = HouseholderSteps(w[0, head, i:0:-1][None], beta[0, head, i:0:-1][None])
         keys = k[0, head].numpy()[i - 1::-1][None]  # key of lag n at index n - 1
-        scores, _ = farlaw.path_scores(steps, q[0, head, i].numpy()[None], keys)
+        scores, _ = farlaw.path_scores(steps, q[0, head, i].numpy()[None], keys, np.arange(i))
         logw = torch.log(out.weights[1][0, head, i, : i + 1]).numpy()
         s_ii = float(q[0, head, i] @ k[0, head, i]) / math.sqrt(d)
         want = logw[i - 1::-1] - logw[i] + s_ii

@@ -86,9 +86,10 @@ def test_path_scores_against_the_transport(family):
     rng = np.random.default_rng(1)
     steps = family.sample(rng, 7, 3)
     x, keys = rng.normal(size=(3, family.dim)), rng.normal(size=(3, 7, family.dim))
-    s, carried = farlaw.path_scores(steps, x, keys)
+    rows = np.array([0, 2, 3, 6])
+    s, carried = farlaw.path_scores(steps, x, keys[:, rows], rows)
     path = steps.transposed().transport(x)
-    np.testing.assert_allclose(s, np.einsum("snd,snd->sn", path[:, 1:], keys), rtol=0, atol=5e-6)
+    np.testing.assert_allclose(s, np.einsum("snd,snd->sn", path[:, 1:][:, rows], keys[:, rows]), rtol=0, atol=5e-6)
     np.testing.assert_allclose(carried, path[:, -1], rtol=0, atol=1e-12)
 
 
@@ -103,3 +104,26 @@ def test_coherent_fraction_premise():
     got = farlaw.coherent_fraction(law, queries, 12, 4096, rng)
     want = abs(math.sin(1.0)) ** np.arange(13)
     assert np.all(np.abs(got - want) < 5.0 / math.sqrt(4096) + 1e-12), got - want
+
+
+def test_strided_far_lags_keep_the_expected_far_sum(monkeypatch):
+    """Scoring one lag per block of STRIDE beyond STRIDE_FROM x L (here from 2L) leaves E[S_N] unchanged: the mean far
+    sum over 7L far lags is within Z standard errors of the fully scored one (rope-uniform law, score sd 1).  (The
+    concave map's extra cost, F^2 (1 - F) CV^2 (STRIDE - 1) / N, is negligible at the N >= 64 L where it is used.)"""
+    family = make_family("so2-accumulated", dim=D, law="rope-uniform", base=100.0)
+    rng = np.random.default_rng(5)
+    q, k, w = synthetic(family, 2 * L, 128, 1.0, 0.0, rng)
+    stats = farlaw.near_statistics(q, k, w, L)[0]
+    law = HeadLaw(family, 0.0, "test")
+
+    def far_sums():
+        return sum(c[1].sum(axis=1) for c in farlaw.far_exp_ratios(law, stats, L, 7 * L, 4096, rng))
+
+    full = far_sums()
+    monkeypatch.setattr(farlaw, "STRIDE_FROM", 2)
+    strided = far_sums()
+    se = math.hypot(full.std(ddof=1), strided.std(ddof=1)) / math.sqrt(full.size)
+    assert abs(strided.mean() - full.mean()) < Z * se, (strided.mean(), full.mean(), se)
+    rows, owner = farlaw.scored_lags(np.arange(1, 4 * L + 1), L, rng)
+    # far lags L..4L: L dense ones below 2L, then 2L + 1 lags in blocks of STRIDE
+    assert owner.size == 3 * L + 1 and np.all(np.diff(owner) >= 0) and rows.size == L + math.ceil((2 * L + 1) / farlaw.STRIDE)
