@@ -135,12 +135,32 @@ def agreement(out_dir: Path) -> dict | None:
               for arm, runs in theories.items() for seed, r in runs.items()
               for la in r["layers"] for w, m in zip(la["window_pred"], la["window_measured"])]
     premise = {arm: float(np.mean([r["applies_share"] for r in runs.values()])) for arm, runs in theories.items()}
+    c4 = {arm: c4_ratio(runs.values()) for arm, runs in theories.items()}
     sources = {arm: next(iter(runs.values()))["layers"][0]["law_source"] for arm, runs in theories.items()}
     seq_len = next(iter(next(iter(theories.values())).values()))["seq_len"]
     return {"seq_len": seq_len, "far": [row for kind in PREDICTIONS for row in far_rows(theories, kind)],
             "window": window_rows(theories), "order": order_row(theories), "window_points": points,
-            "applies_share": premise, "law_sources": sources,
+            "applies_share": premise, "law_sources": sources, "c4_ratio": {a: v for a, v in c4.items() if v is not None},
             "runs": {arm: sorted(int(s) for s in runs) for arm, runs in theories.items()}}
+
+
+def c4_ratio(runs) -> float | None:
+    """Mean over the runs' premise heads of simulated far-score sd / C4's sd (1 when C4's Gaussian law holds in
+    scale); None without a premise head."""
+    ratios = [sd / c4 for r in runs for la in r["layers"]
+              for sd, c4, ok in zip(la["far_score_sd"], la["c4_sd"], la["applies"]) if ok and c4 > 0]
+    return float(np.mean(ratios)) if ratios else None
+
+
+def layer_line(result: dict, kind: str) -> str:
+    """Mean over arms of the per-layer d at each arm's longest length (does the prediction miss more above layer 0?)."""
+    rows = [r for r in result["far"] if r["kind"] == kind]
+    longest = {}
+    for r in rows:
+        if r["multiplier"] >= longest.get(r["arm"], r)["multiplier"]:
+            longest[r["arm"]] = r
+    per_layer = np.mean([r["layers"] for r in longest.values()], axis=0) if longest else []
+    return ", ".join(f"layer {i} {v:+.3f}" for i, v in enumerate(per_layer))
 
 
 def _ci(ci: list | None) -> str:
@@ -177,9 +197,13 @@ def theory_section(result: dict | None) -> str:
               "Step law per arm: " + "; ".join(f"{a}: {s}" for a, s in result["law_sources"].items()),
               "Incoherence premise (share of heads with coherent fraction C(L) <= 0.5): "
               + ", ".join(f"{a} {v:.0%}" for a, v in result["applies_share"].items())]
+    if result["c4_ratio"]:
+        lines.append("C4 check (premise heads): simulated far-score sd / C4's sqrt(E|q|^2 E|k|^2 / d) / sqrt(d): "
+                     + ", ".join(f"{a} {v:.2f}" for a, v in result["c4_ratio"].items()))
     for kind, title in PREDICTIONS.items():
         lines += ["", f"Far mass, {title}, against the measured far mass: d = mean over heads of log(F_pred / F_meas); "
-                  "CONFIRMED when the interval lies inside +-log 1.25:", "", *far_table(result, kind)]
+                  "CONFIRMED when the interval lies inside +-log 1.25:", "", *far_table(result, kind), "",
+                  f"Per layer at each arm's longest length, mean over arms of d: {layer_line(result, kind)}"]
     lines += ["", "Window (C2): Spearman over heads of W_pred = sum_{n<L} C(n)^2 vs the measured 90% attention window:",
               "", "| arm | runs | W_pred range | W measured range | rho mean | 95% interval | verdict |",
               "|---|---:|---:|---:|---:|---:|---|"]
