@@ -23,6 +23,9 @@ d = head dim, P = d/2 planes, omega_b = base^(-2b/d)):
 * family, family_qkv           the arm's own family (``accum.probes.model.family_of``: a built-in name or a user's
                                ``module:Class``), drawn by its own sampler.
 
+The learned arms' ``learned_token = "key"`` (the step between key j and query i from tokens j .. i-1) draws the same
+law: a segment of the text, shifted by one token.
+
 A law that is a sequence (the text) is drawn in independent chunks by the caller: its correlations are cut once per
 chunk (``probes.farlaw.CHUNK`` steps), which changes the sum of thousands of angles by a boundary term only.
 """
@@ -35,8 +38,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from accum.probes import model as probe_model
-from accum.probes.model import ProbeModel
+from accum.probes.model import ProbeModel, family_of
 from accum.probes.transforms import token_step_angles
 from accum.simulations.conventions import rope_frequencies
 from accum.simulations.families import Family, family_name, make_family
@@ -170,7 +172,7 @@ def _path(model: ProbeModel, real: Realised, layer: int, head: int) -> HeadLaw:
 
 
 def _family(model: ProbeModel, real: Realised, layer: int, head: int) -> HeadLaw:
-    family = probe_model.family_of(model.cfg)
+    family = family_of(model.cfg)
     return HeadLaw(family, 0.0, f"the arm's family {family_name(family)}, its own sampler")
 
 
