@@ -40,7 +40,7 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
     size = p.add_mutually_exclusive_group()
     size.add_argument("--quick", dest="preset", action="store_const", const="quick", help="the smaller report (default): about 80 CPU-seconds; measured 1 min 47 s with --workers 2 --threads 1 on 2 "
                       "cores shared with other work")
-    size.add_argument("--full", dest="preset", action="store_const", const="full", help="the larger report: more samples, tighter detectable errors (its time and memory: README)")
+    size.add_argument("--full", dest="preset", action="store_const", const="full", help="the larger report: more samples, tighter detectable errors (its time and memory: docs/verify.md)")
     p.set_defaults(preset="quick", run=run_verify)
     p.add_argument("--seed", type=integer_option, default=0,
                    help="the report's seed; each check's stream comes from it and the check's identity (default 0)")

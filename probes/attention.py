@@ -9,7 +9,7 @@ a log-sum-exp over the near keys only.  For queries i = a .. a+c-1 (a = keys alr
              (o_P, l_P) and (o_C, l_C) the softmax outputs and log-sum-exps of each block;
     merge    l = log(e^{l_P} + e^{l_C}),  o = e^{l_P - l} o_P + e^{l_C - l} o_C        (exact: softmax over P u C);
     far mass F_i = sum_{j <= i - L} a_ij = 1 - sum_{i - L < j <= i} a_ij = -expm1(l_i^near - l_i),
-             l_i^near = log sum_{i - L < j <= i} e^{s_ij}   (L keys at most: an explicit band of c + L - 1 keys).
+             l_i^near = log sum_{i - L < j <= i} e^{s_ij}   (L keys at most: ``near_logsumexp``, 2L scores a query).
 
 ALiBi (score bias -m_h (i - j)) enters the fused kernel as one more coordinate: with r = a the chunk's first
 query, q' = [q, 1] and k' = [k, m_h (j - r) / scale] give scale q'.k' = scale q.k + m_h (j - r), the true score
@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 
 import torch
+from torch.nn import functional as F
 
 FLASH_CPU = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 
@@ -95,16 +96,28 @@ def near_logsumexp(q: torch.Tensor, keys: torch.Tensor, n_prior: int, window: in
                    ) -> torch.Tensor:
     """l_i^near = log sum_{i - window < j <= i} e^{s_ij} for queries i = n_prior .. n_prior + c - 1, with the same
     per-query constant as ``block_attention`` (ALiBi scores m_h (j - n_prior) + scale q.k).  q (B, H, c, d),
-    keys (B, H, n_prior + c, d).  Returns (B, H, c); the band holds c + window - 1 keys."""
-    c, d = q.shape[-2], q.shape[-1]
-    first = max(0, n_prior - window + 1)
-    band = keys[:, :, first:n_prior + c]
-    scores = (q @ band.transpose(-1, -2)) / math.sqrt(d)
-    i = torch.arange(n_prior, n_prior + c, device=q.device)[:, None]
-    j = torch.arange(first, n_prior + c, device=q.device)[None, :]
+    keys (B, H, n_prior + c, d).  Returns (B, H, c).
+
+    The queries are taken in blocks of W = window: the near keys of block s (queries a + sW + r, r < W, a =
+    n_prior) lie among the 2W keys j = a + (s - 1) W + u, u < 2W, and query r's are u in [r + 1, r + W] with
+    j >= 0, so each block costs W x 2W scores (the keys before position 0 are zero padding, masked)."""
+    b, h, c, d = q.shape
+    w = window
+    blocks = -(-c // w)
+    start = n_prior - w  # position of u = 0 in block 0
+    band = keys[:, :, max(0, start):n_prior + c]
+    band = F.pad(band, (0, 0, max(0, -start), (blocks + 1) * w - max(0, -start) - band.shape[2]))
+    kb = band.unfold(2, 2 * w, w)  # (B, H, blocks, d, 2W)
+    qb = F.pad(q, (0, 0, 0, blocks * w - c)).view(b, h, blocks, w, d)
+    scores = (qb @ kb) / math.sqrt(d)  # (B, H, blocks, W, 2W)
+    r = torch.arange(w, device=q.device)[:, None]
+    u = torch.arange(2 * w, device=q.device)[None, :]
+    j = start + w * torch.arange(blocks, device=q.device)[:, None, None] + u  # (blocks, 1, 2W)
     if slopes is not None:
-        scores = scores + (slopes.to(q.device)[:, None, None] * (j - n_prior)).to(scores.dtype)
-    return torch.logsumexp(scores.masked_fill((j > i) | (j <= i - window), float("-inf")), dim=-1)
+        scores = scores + (slopes.to(q.device)[:, None, None, None] * (j - n_prior)).to(scores.dtype)
+    outside = (u <= r) | (u > r + w) | (j < 0)  # (blocks, W, 2W)
+    lse = torch.logsumexp(scores.masked_fill(outside, float("-inf")), dim=-1)
+    return lse.reshape(b, h, blocks * w)[..., :c]
 
 
 def far_mass_from_lse(lse_near: torch.Tensor, lse: torch.Tensor, n_prior: int, window: int) -> torch.Tensor:

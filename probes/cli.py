@@ -127,7 +127,7 @@ def add_subparser(subparsers) -> argparse.ArgumentParser:
                          help="local worker processes, one run each (default 1: in this process)")
     p_sweep.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
                          help="run on this Dask scheduler's workers instead (each worker's own GPU with --device cuda)")
-    p_sweep.add_argument("--out", type=Path, default=DEFAULT_SWEEP.parent,
+    p_sweep.add_argument("--out", default=str(DEFAULT_SWEEP.parent),
                          help=f"sweep folder (default {DEFAULT_SWEEP.parent}); a folder with a design.json resumes it")
     _common(p_sweep)
     p_sweep.add_argument("--preset", default=None, help=f"starting design: {', '.join(PRESETS)} (default cpu; a "

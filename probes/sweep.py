@@ -25,6 +25,7 @@ processes, or a Dask cluster), batch by batch: each batch is what the sequential
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import dataclass, fields, replace
@@ -536,14 +537,15 @@ def design_record(cfg: SweepConfig) -> dict:
 
 
 def design_difference(saved: dict, wanted: dict, path: str = "") -> str | None:
-    """The first field (dotted path) where two designs differ, with both values; None when they are equal."""
+    """The first field (dotted path, in the designs' own key order) where two designs differ, with both values as
+    compact JSON; None when they are equal."""
     if isinstance(saved, dict) and isinstance(wanted, dict):
-        for key in sorted(set(saved) | set(wanted)):
+        for key in [*saved, *(k for k in wanted if k not in saved)]:
             diff = design_difference(saved.get(key), wanted.get(key), f"{path}.{key}" if path else key)
             if diff:
                 return diff
         return None
-    return None if saved == wanted else f"{path}: {json_text(saved).strip()} recorded, {json_text(wanted).strip()} asked"
+    return None if saved == wanted else f"{path}: {json.dumps(saved)} recorded, {json.dumps(wanted)} asked"
 
 
 def load_design(out_dir: Path) -> SweepConfig | None:

@@ -1,4 +1,4 @@
-"""A user-defined family, written exactly as a user would (README: "Adding a family").
+"""A user-defined family, written exactly as a user would (docs/families.md: "Adding a family").
 
 Signed permutations: A = P diag(s) with P a uniform random permutation matrix and s uniform in {-1, 1}^d.
 E[A] = 0 (the signs average out), so the family is incoherent after one step; with the signs removed

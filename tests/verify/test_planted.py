@@ -84,8 +84,8 @@ def test_planted_defect_fails_its_claim(defect, monkeypatch):
 
 
 def test_catch_rate_is_every_planted_defect():
-    """The README's catch rate ("Caught: **N of N**") counts every planted defect, each one parametrised case above."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    """The catch rate in docs/verify.md ("Caught: **N of N**") counts every planted defect, each one parametrised case above."""
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "verify.md").read_text()
     n = len(DEFECTS)
     assert n == len({d["name"] for d in DEFECTS}) and f"Caught: **{n} of {n}**" in readme
 
