@@ -17,7 +17,7 @@ Every arm, built-in or a family arm, is reduced to its heads' realised step laws
   mass on keys j <= i - L) and the perplexities.
 
 Run summaries (``run_summary``): per multiplier the mean over heads of log(F_pred / F_meas) and of
-log((1 - F_pred) / (1 - F_meas)) for the law and the C3 rows (all heads, per layer, and the law over the heads where
+log((1 - F_pred) / (1 - F_meas)) (far masses clipped to [1e-4, 1 - 1e-4], ``FLOOR``) for the law and the C3 rows (all heads, per layer, and the law over the heads where
 its premise holds), the share of heads where it holds, the Spearman correlation over heads of W_pred and W and the
 range of W_pred, and the predicted degradation D = mean_h -log(1 - F_law,h(M)) at the longest length M beside the
 measured log ppl(M)/ppl(1x).
@@ -126,8 +126,15 @@ def run_theory(model: ProbeModel, seq_len: int, val_ids: torch.Tensor, cfg: Brid
             "layers": layers, **run_summary(layers, measured)}
 
 
+#: far masses are compared within [FLOOR, 1 - FLOOR]: a head whose far mass is below 1e-4 on both sides (ALiBi's
+#: steep heads: e^{-m L} underflows, and the measured value is a rounding residue that can be 0 or negative) agrees
+FLOOR = 1e-4
+
+
 def log_ratios(pred: np.ndarray, meas: np.ndarray) -> tuple[list[float], list[float]]:
-    """Mean over heads (rows) of log(F_pred / F_meas) and log((1 - F_pred) / (1 - F_meas)), per multiplier."""
+    """Mean over heads (rows) of log(F_pred / F_meas) and log((1 - F_pred) / (1 - F_meas)), per multiplier, with both
+    far masses clipped to [FLOOR, 1 - FLOOR]."""
+    pred, meas = np.clip(pred, FLOOR, 1 - FLOOR), np.clip(meas, FLOOR, 1 - FLOOR)
     return (np.mean(np.log(pred / meas), axis=0).tolist(), np.mean(np.log((1 - pred) / (1 - meas)), axis=0).tolist())
 
 
