@@ -32,8 +32,9 @@ from accum.probes.io import json_text, read_json
 from accum.probes.bridge import THEORY_RESULTS, BridgeConfig, is_current, summary_line, theory_result
 from accum.probes.model import ARMS
 from accum.probes.presets import PRESETS, preset
-from accum.probes.sweep import (EVAL_RESULTS, SweepConfig, check_analysis, check_summary, evaluate_run,
-                                finished_runs, load_design, markdown_table, run_sweep, variant_items)
+from accum.probes.sweep import EVAL_RESULTS, evaluate_run, finished_runs, run_sweep
+from accum.probes.sweepconfig import SweepConfig, check_analysis, load_design, variant_items
+from accum.probes.sweeptable import check_summary, markdown_table
 from accum.probes.theory_stats import agreement, theory_section
 from accum.probes.train import WEIGHTS, TrainConfig, angle_spread, check_train_memory, load_data, load_trained, train
 from accum.runtime import Interrupted

@@ -179,7 +179,8 @@ def check_results(folder: Path, names: list[str]) -> list[str]:
     that run's train.json and eval.json give; run files without a sweep.json are refused."""
     from accum.probes.cli import load_sweep
     from accum.probes.io import read_json
-    from accum.probes.sweep import SweepConfig, finished_run
+    from accum.probes.sweep import finished_run
+    from accum.probes.sweepconfig import SweepConfig
 
     for name in names:
         if name.startswith("gpu_bench-"):

@@ -63,3 +63,9 @@ def write_json(path: Path, obj: dict) -> None:
 def read_json(path: Path) -> dict:
     with open(path) as f:
         return json.load(f)
+
+
+def write_if_changed(path: Path, text: str) -> None:
+    """``text`` into ``path`` atomically, unless the file already holds exactly that."""
+    if not (path.is_file() and path.read_text() == text):
+        write_atomic(path, text.encode())

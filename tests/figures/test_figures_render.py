@@ -86,7 +86,8 @@ def synthetic_sweep(arms=("nope", "rope", "alibi", "random", "learned", "learned
                        "arms": list(arms), "seeds": list(seeds), "analysis_multiplier": 4},
             "seq_len": 32, "multipliers": mult, "lengths": [32 * m for m in mult], "runs": runs,
             "arms": {arm: stats.arm_statistics(r) for arm, r in runs.items()},
-            "verdicts": stats.verdicts(runs, list(arms), list(seeds), [len(seeds)]), "missing": [list(m) for m in missing],
+            "verdicts": stats.verdicts(runs, stats.plain_specs(list(arms)), list(seeds), [len(seeds)]),
+            "missing": [list(m) for m in missing],
             "complete": not missing, "table_markdown": "", "timings": {}}
 
 

@@ -10,7 +10,7 @@ from accum.probes import cli as probe_cli
 from accum.probes import sweep as probe_sweep
 from accum.probes.data import char_data, eval_windows, window_count
 from accum.probes.evaluate import EvalConfig
-from accum.probes.sweep import SweepConfig
+from accum.probes.sweepconfig import SweepConfig
 from accum.probes.train import TrainConfig, train
 
 torch.set_num_threads(1)

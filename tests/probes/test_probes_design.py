@@ -8,7 +8,7 @@ import torch
 
 from accum.cli import main
 from accum.probes.presets import PRESETS
-from accum.probes.sweep import DESIGN, SweepConfig, design_difference
+from accum.probes.sweepconfig import DESIGN, SweepConfig, design_difference
 
 torch.set_num_threads(1)
 

@@ -10,7 +10,8 @@ from scipy import stats as sps
 from accum.cli import main
 from accum.probes import stats as S
 from accum.probes import tables as T
-from accum.probes.sweep import SweepConfig, missing_runs, run_sweep
+from accum.probes.sweep import run_sweep
+from accum.probes.sweepconfig import SweepConfig, missing_runs
 from accum.probes.train import TrainConfig, build_model, make_optimizer, train
 from accum.simulations.params import ParamError
 from test_probes_train import DATA, TINY

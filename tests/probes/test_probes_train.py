@@ -13,7 +13,8 @@ from accum.probes.data import char_data
 from accum.probes.evaluate import EvalConfig, evaluate_lengths, position_nll
 from accum.probes.model import ARMS
 from accum.probes.presets import PRESETS
-from accum.probes.sweep import SweepConfig, run_sweep, summarise
+from accum.probes.sweep import run_sweep, summarise
+from accum.probes.sweepconfig import SweepConfig
 from accum.probes.train import TrainConfig, build_model, load_checkpoint, lr_at, train
 
 from test_probes_model import arm_options
