@@ -83,21 +83,24 @@ def evaluate_length(model: ProbeModel, val_ids: torch.Tensor, seq_len: int, mult
     """Perplexity and far attention mass of ``model`` on windows of length multiplier * seq_len.
 
     Returns {"multiplier", "length", "windows", "tokens", "nll", "ppl", "ppl_last_segment",
-    "segment_nll" (mean NLL per seq_len-long segment), "far_mass" ([layer][head], None at 1x),
-    "far_mass_mean" (over layers and heads; None at 1x), "seconds"}.
+    "segment_nll" (mean NLL per seq_len-long segment), "window_nll" (mean NLL of each window, in order),
+    "far_mass" ([layer][head], None at 1x), "far_mass_mean" (over layers and heads; None at 1x), "seconds" (wall),
+    "cpu_seconds" (this process's CPU time)}.
     """
     length = multiplier * seq_len
     x, y = eval_windows(val_ids, length, cfg.n_tokens)
     per_call = max(1, cfg.tokens_per_batch // length)
     sums = torch.zeros(length, dtype=torch.float64)
     far_sum = torch.zeros(model.cfg.n_layers, model.cfg.n_heads, dtype=torch.float64)
-    t0 = time.perf_counter()
+    windows = []
+    t0, c0 = time.perf_counter(), time.process_time()
     for b in range(0, x.shape[0], per_call):
         xb, yb = x[b:b + per_call].to(device), y[b:b + per_call].to(device)
         noise = model.draw_noise(xb.shape[0], length, generator)
         noise = None if noise is None else noise.to(device)
         nll, far = position_nll(model, xb, yb, cfg.chunk, noise, seq_len)
         sums += nll.sum(0).cpu()
+        windows += nll.mean(1).cpu().tolist()
         far_sum += far * xb.shape[0]
     per_pos = sums / x.shape[0]
     segments = per_pos.view(multiplier, seq_len).mean(1)
@@ -105,9 +108,22 @@ def evaluate_length(model: ProbeModel, val_ids: torch.Tensor, seq_len: int, mult
     far_mass = None if multiplier == 1 else (far_sum / x.shape[0]).tolist()
     return {"multiplier": multiplier, "length": length, "windows": x.shape[0], "tokens": x.numel(),
             "nll": nll, "ppl": math.exp(nll), "ppl_last_segment": math.exp(segments[-1].item()),
-            "segment_nll": segments.tolist(), "far_mass": far_mass,
+            "segment_nll": segments.tolist(), "window_nll": windows, "far_mass": far_mass,
             "far_mass_mean": None if far_mass is None else float((far_sum / x.shape[0]).mean()),
-            "seconds": time.perf_counter() - t0}
+            "seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0}
+
+
+def last_segment_reference(lengths: list[dict]) -> list[float | None]:
+    """Per length m x L, the 1x perplexity of the very tokens its last segments score: window w's last segment at m
+    is 1x window w m + m - 1 (every length scores the same first targets), so the reference is
+    exp(mean_w window_nll_1x[w m + m - 1]); ppl_last_segment(m) / reference is the cost of the long context on the
+    same tokens.  None for every length when 1x was not evaluated (or has no window NLLs)."""
+    one = next((r for r in lengths if r["multiplier"] == 1 and "window_nll" in r), None)
+    if one is None:
+        return [None] * len(lengths)
+    ref = one["window_nll"]
+    return [math.exp(sum(ref[w * r["multiplier"] + r["multiplier"] - 1] for w in range(r["windows"])) / r["windows"])
+            for r in lengths]
 
 
 def evaluate_lengths(model: ProbeModel, val_ids: torch.Tensor, seq_len: int, cfg: EvalConfig,

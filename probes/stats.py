@@ -24,9 +24,11 @@ bound, whatever the dependence between looks); a flatness claim whose true |d| i
 CONFIRMED with at most alpha / 2 too.  A single look (K = 1, n_1 = every seed) is the fixed design with
 the 95% interval (alpha = 0.05).
 
-Q is the perplexity at the longest length M ("log ppl") or its ratio to the 1x perplexity
-("log ratio" = log ppl(M) - log ppl(1x)); both for the perplexity over all positions and over the last
-L_train-long segment of each window.
+Q is the perplexity at the longest length M ("log ppl") or its ratio to the 1x perplexity of the same tokens
+("log ratio" = log ppl(M) - log ppl_1x(same tokens)); both for the perplexity over all positions (every length
+scores the same targets) and over the last L_train-long segment of each window (its reference is the 1x
+perplexity of exactly those tokens, ``reference``: with 2 windows at 512x the last segments are 256 tokens, whose
+own difficulty would otherwise pass for an effect of the length).
 """
 
 from __future__ import annotations
@@ -72,10 +74,18 @@ def flat_verdict(ci: list[float] | None, margin: float = FLAT_MARGIN) -> str:
     return CONTRADICTED if ci[0] >= margin or ci[1] <= -margin else NOT_RESOLVED
 
 
+def reference(run: dict, metric: str) -> list[float]:
+    """Per length, the 1x perplexity a metric's ratio divides by: for "ppl" the 1x perplexity (the same targets at
+    every length); for "ppl_last_segment" the 1x perplexity of the same tokens as the last segments
+    (``evaluate.last_segment_reference``, "ppl_last_segment_1x" of the run summary)."""
+    return [run["ppl"][0]] * len(run["ppl"]) if metric == "ppl" else run["ppl_last_segment_1x"]
+
+
 def log_quantity(run: dict, metric: str, kind: str) -> float:
-    """log ppl at the longest length ("ppl") or log(ppl(M) / ppl(1x)) ("ratio") of one run summary."""
+    """log ppl at the longest length M ("ppl") or log(ppl(M) / its 1x reference on the same tokens) ("ratio",
+    ``reference``) of one run summary."""
     values = run[metric]
-    return math.log(values[-1]) if kind == "ppl" else math.log(values[-1]) - math.log(values[0])
+    return math.log(values[-1]) if kind == "ppl" else math.log(values[-1]) - math.log(reference(run, metric)[-1])
 
 
 #: the QK-only arm each value-rotating arm is compared with ("QKV beats QK")
@@ -259,8 +269,9 @@ def arm_statistics(arm_runs: dict) -> dict:
     series = {
         "ppl": [r["ppl"] for r in runs],
         "ppl_last_segment": [r["ppl_last_segment"] for r in runs],
-        "ratio": [[p / r["ppl"][0] for p in r["ppl"]] for r in runs],
-        "ratio_last_segment": [[p / r["ppl_last_segment"][0] for p in r["ppl_last_segment"]] for r in runs],
+        "ratio": [[p / q for p, q in zip(r["ppl"], reference(r, "ppl"))] for r in runs],
+        "ratio_last_segment": [[p / q for p, q in zip(r["ppl_last_segment"], reference(r, "ppl_last_segment"))]
+                               for r in runs],
         "far_mass": [r["far_mass"] for r in runs],
     }
     for name, rows in series.items():

@@ -31,7 +31,7 @@ import torch
 from accum.probes import stats
 from accum.probes.analysis import analyse
 from accum.probes.data import TokenData, eval_windows, window_count
-from accum.probes.evaluate import EvalConfig, evaluate_lengths
+from accum.probes.evaluate import EvalConfig, evaluate_lengths, last_segment_reference
 from accum.probes.io import json_text, provenance, read_json, write_if_changed, write_json
 from accum.probes.sweepconfig import SweepConfig, check_design, missing_runs
 from accum.probes.sweeptable import markdown_table
@@ -108,6 +108,7 @@ def run_summary(tres: dict, eres: dict) -> dict:
     hosts = {tres.get("provenance", {}).get("host"), eres.get("provenance", {}).get("host")}
     return {"host": hosts.pop() if len(hosts) == 1 else None,
             "ppl": [r["ppl"] for r in lengths], "ppl_last_segment": [r["ppl_last_segment"] for r in lengths],
+            "ppl_last_segment_1x": last_segment_reference(lengths),
             "far_mass": [r.get("far_mass_mean") for r in lengths], "final_train_loss": tres["final_train_loss"],
             "tokens_seen": tres["tokens_seen"], "train_seconds": tres["timings"]["train_seconds"],
             "tokens_per_second": tres["timings"]["tokens_per_second"],

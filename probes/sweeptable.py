@@ -149,7 +149,7 @@ def _check_run(run: object, field: str, n_mult: int) -> None:
     """One run summary of sweep.json (see ``check_summary``); ``ResultError`` naming the field at fault."""
     if not isinstance(run, dict):
         raise ResultError(f"{field} must be a run summary (an object), got {str(run)[:80]}")
-    for key in stats.METRICS:
+    for key in (*stats.METRICS, "ppl_last_segment_1x"):
         _check_numbers(run.get(key), f"{field}.{key}", n_mult, "a finite number > 0", lambda x: x > 0)
     _check_numbers(run.get("far_mass"), f"{field}.far_mass", n_mult, "null or a number in [0, 1]",
                    lambda x: 0 <= x <= 1, nullable=True)

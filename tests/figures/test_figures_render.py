@@ -76,6 +76,7 @@ def synthetic_sweep(arms=("nope", "rope", "alibi", "random", "learned", "learned
     rng = np.random.default_rng(0)
     runs = {arm: {str(s): {"ppl": list(5 + i + rng.uniform(0, 3, len(mult)).cumsum()),
                            "ppl_last_segment": list(5 + i + rng.uniform(0, 6, len(mult)).cumsum()),
+                           "ppl_last_segment_1x": list(5 + i + rng.uniform(0, 1, len(mult))),
                            "far_mass": [None, *rng.uniform(0, 1, len(mult) - 1)], "tokens_per_second": 1000.0,
                            "angle_spread": None}
                   for s in seeds if (arm, s) not in missing}

@@ -22,7 +22,7 @@ BEATS = S.claim_definitions(S.plain_specs(["rope", "random"]))[0]
 
 
 def run(ppl_1x: float, ppl_far: float) -> dict:
-    return {"ppl": [ppl_1x, ppl_far], "ppl_last_segment": [ppl_1x, ppl_far]}
+    return {"ppl": [ppl_1x, ppl_far], "ppl_last_segment": [ppl_1x, ppl_far], "ppl_last_segment_1x": [ppl_1x, ppl_1x]}
 
 
 def beats_runs(d: list[float]) -> dict:

@@ -34,7 +34,7 @@ def test_verdict_rules(ci, directional, flat):
 
 
 def run(ppl_1x: float, ppl_far: float) -> dict:
-    return {"ppl": [ppl_1x, ppl_far], "ppl_last_segment": [ppl_1x, ppl_far]}
+    return {"ppl": [ppl_1x, ppl_far], "ppl_last_segment": [ppl_1x, ppl_far], "ppl_last_segment_1x": [ppl_1x, ppl_1x]}
 
 
 def test_claims_pair_seeds_and_decide_in_both_directions():

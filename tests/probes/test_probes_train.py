@@ -10,7 +10,7 @@ import torch
 from accum.probes import analysis as A
 from accum.cli import main
 from accum.probes.data import char_data
-from accum.probes.evaluate import EvalConfig, evaluate_lengths, position_nll
+from accum.probes.evaluate import EvalConfig, evaluate_lengths, last_segment_reference, position_nll
 from accum.probes.model import ARMS
 from accum.probes.presets import PRESETS
 from accum.probes.sweep import run_sweep, summarise
@@ -91,6 +91,20 @@ def test_evaluate_lengths_reports_every_multiplier():
     assert all(r["tokens"] == 128 and math.isclose(math.log(r["ppl"]), r["nll"]) for r in res)
     with pytest.raises(ValueError, match="multipliers"):
         EvalConfig(multipliers=(0,))
+
+
+def test_last_segment_reference_is_the_1x_perplexity_of_the_same_tokens():
+    """At 4x with windows w = 0, 1 of 64 tokens, the last segments are 1x windows 3 and 7: the reference is the 1x
+    perplexity of exactly those windows, and at 1x it is the 1x perplexity itself."""
+    model = build_model(TrainConfig(arm="rope", **TINY), DATA.vocab_size)
+    res = evaluate_lengths(model, DATA.val, 16, EvalConfig(multipliers=(1, 2, 4), n_tokens=128, chunk=16))
+    one = res[0]["window_nll"]
+    assert len(one) == 8 and math.isclose(sum(one) / 8, res[0]["nll"], rel_tol=1e-12)
+    ref = last_segment_reference(res)
+    assert ref[2] == pytest.approx(math.exp((one[3] + one[7]) / 2), rel=1e-12)
+    assert ref[1] == pytest.approx(math.exp((one[1] + one[3] + one[5] + one[7]) / 4), rel=1e-12)
+    assert ref[0] == pytest.approx(res[0]["ppl_last_segment"], rel=1e-12)
+    assert last_segment_reference(res[1:]) == [None, None]
 
 
 def test_far_mass_and_window_on_known_weights():
