@@ -84,7 +84,7 @@ QUICK = Preset(coherence_samples=40_000, steps=64, theory_samples=20_000, window
                transfer_samples=36_000, gap_dims=(8, 32, 128), gap_samples=350_000, haar_max_dim=8,
                scores_length=256, scores_offsets=(1, 4, 16), scores_sequences=1400, far_sizes=(100, 1000, 10_000),
                far_samples=192, alibi_sizes=(10, 100, 1000), alibi_samples=6000, short_far_sizes=(10, 100, 1000),
-               engines_far_size=600, engines_samples=64, adversarial_sizes=(10, 100, 1000), adversarial_iterations=150,
+               engines_far_size=600, engines_samples=64, adversarial_sizes=(10, 100, 1000), adversarial_iterations=100,
                residual_sizes=(10, 100, 1000), residual_samples=10_500, se_replicates=4000, fast_path_length=37,
                transport_lags=(1, 3), transport_samples=20_000, pair_samples=20_000,
                family_factors=(("coherence", "haar", 0.3), ("coherence", "vonmises", 1.15), ("coherence", "lie-walk", 0.45),
@@ -261,8 +261,7 @@ def plan(preset: Preset) -> list[Check]:
         jobs.append(Check(check, f, {"far_sizes": p.adversarial_sizes, "s0": S0, "iterations": p.adversarial_iterations,
                                      "starts": 2}))
     for estimator, f in (("coherence", fam["so2"]), ("window", fam["so2"]), ("score-gap", fam["householder"]),
-                         ("near-weight", fam["so2"]), ("near-weight", fam["householder"]), ("far-residual", fam["so2"]),
-                         ("far-residual", fam["givens"])):
+                         ("near-weight", fam["so2"]), ("far-residual", fam["so2"])):
         jobs.append(Check("stderr", f, {"estimator": estimator, "replicates": p.se_replicates}))
     return jobs
 
