@@ -39,6 +39,8 @@ from scipy import stats as sps
 
 KINDS = ("statistical", "adversarial", "exact", "bound")
 EVIDENCE = ("statistical", "adversarial")
+SCALES = ("linear", "log")
+SIDES = ("two", "upper", "lower")
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,8 @@ class Measurement:
             raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
         if self.reference not in ("normal", "t") or (self.reference == "t" and not (self.dof and self.dof >= 1)):
             raise ValueError(f"reference must be 'normal' or 't' with dof >= 1, got {self.reference!r}, {self.dof!r}")
+        if self.scale not in SCALES or self.side not in SIDES:
+            raise ValueError(f"scale must be one of {SCALES} and side one of {SIDES}, got {self.scale!r}, {self.side!r}")
 
     @property
     def counts_as_evidence(self) -> bool:

@@ -52,7 +52,18 @@ def test_points_count_the_measured_values():
     assert row([1.0, 2.0, 3.0]).points == 3
 
 
+def test_a_bad_scale_or_side_is_refused():
+    with pytest.raises(ValueError, match="scale"):
+        row(0.0, scale="logs")
+    with pytest.raises(ValueError, match="side"):
+        row(0.0, side="both")
+
+
 # --- thresholds ----------------------------------------------------------------------------------------------
+
+
+def test_a_row_without_points_gets_the_one_point_threshold():
+    assert v.threshold(row(np.zeros(0)), ALPHA) == pytest.approx(sps.norm.isf(ALPHA / 2), rel=1e-14)
 
 
 def test_reference_quantiles_are_normal_and_student_t():
@@ -74,8 +85,9 @@ def test_threshold_splits_the_share_over_points_and_sides(side, per_point, point
 
 
 def test_linear_z_uses_both_standard_errors_and_the_floor():
-    m = row([3.0, 1.0], [1.0, 1.0], [1.0, 2.0], pred_stderr=[2.0, 1.0], floor=0.5)
-    np.testing.assert_allclose(v.z_scores(m), [2.0 / math.sqrt(1 + 4 + 0.25), 0.0 / math.sqrt(4 + 1 + 0.25)])
+    m = row([3.0, 4.0], [1.0, 1.0], [1.0, 2.0], pred_stderr=[2.0, 3.0], floor=0.5)
+    np.testing.assert_allclose(v.z_scores(m), [2.0 / math.sqrt(1 + 4 + 0.25), 3.0 / math.sqrt(4 + 9 + 0.25)],
+                               rtol=1e-14)
 
 
 def test_log_z_is_the_delta_method_on_the_log_scale():
@@ -264,6 +276,8 @@ def test_stderr_ratio_of_one_output_and_of_wrong_errors():
     rho, s = v.stderr_ratio(x, se)
     assert abs(rho - 1) < 4 * s and s > 0
     assert v.stderr_ratio(x[:, None], se[:, None]) == (rho, s)
+    for r in (2, 3):  # R replicates of one output given as a flat (R,) array are R rows, not one row of R outputs
+        assert v.stderr_ratio(x[:r], se[:r]) == v.stderr_ratio(x[:r, None], se[:r, None])
     small, _ = v.stderr_ratio(x, se / 2)
     assert small == pytest.approx(2 * rho)
     with np.errstate(all="ignore"):
@@ -276,6 +290,7 @@ def test_stderr_ratio_of_one_output_and_of_wrong_errors():
 def test_binomial_interval_edges_and_level():
     assert v.binomial_interval(0, 10) == (0.0, pytest.approx(1 - 0.025 ** (1 / 10)))
     assert v.binomial_interval(10, 10) == (pytest.approx(0.025 ** (1 / 10)), 1.0)
+    assert v.binomial_interval(300, 300)[1] == 1.0 and v.binomial_interval(0, 300)[0] == 0.0  # beyond small ints
     lo, hi = v.binomial_interval(3, 50, 0.9)
     assert lo == pytest.approx(sps.beta.ppf(0.05, 3, 48)) and hi == pytest.approx(sps.beta.ppf(0.95, 4, 47))
 

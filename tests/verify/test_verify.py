@@ -4,6 +4,7 @@ can fail, and its statistics (reference distributions, standard-error ratio, bin
 The defects planted in the real code are in test_planted.py; this report at seed 0 is their control.
 """
 
+import dataclasses
 import json
 from dataclasses import asdict
 
@@ -152,7 +153,7 @@ def test_evidence_rows_are_derived_from_the_plan():
 def test_a_job_that_returns_other_rows_than_it_declares_is_an_error(monkeypatch):
     job = [j for j in rp.plan(rp.PRESETS["quick"]) if j.check == "fast-paths"][0]
     spec = CHECKS["fast-paths"]
-    monkeypatch.setitem(CHECKS, "fast-paths", spec.__class__(spec.claim, spec.run, lambda family, **_: ("exact", "exact")))
+    monkeypatch.setitem(CHECKS, "fast-paths", dataclasses.replace(spec, kinds=lambda family, **_: ("exact", "exact")))
     with pytest.raises(RuntimeError, match="declared"):
         rep.run_plan([job], 0, progress=False)
 
@@ -208,29 +209,30 @@ def test_stderr_ratio_holds_its_level_and_detects_a_5_percent_error():
     """Replicates: means of 8 exponential samples (skewed, as a far mass is) with their honest standard errors
     sd / sqrt(8).  Over 400 trials of R = 4000 replicates, rho = 1 is rejected at two-sided 5% about 5% of the
     time (the delta method needs no normal-theory F law); errors reported 5% too small (too large) push rho up
-    (down) by 5%, and the rejection rate at the quick report's k matches ``stderrs.power``."""
+    (down) by 5%, and are rejected at the quick report's k at the rate ``stderrs.power`` gives from the rows' own
+    standard errors (within 10 points: the normal approximation of a ratio of skewed means)."""
     from accum.stderrs import power
 
     rng = np.random.default_rng(0)
     trials, r, n = 400, 4000, 8
     z = {1.0: [], 1 / 1.05: [], 1.05: []}
-    ses = []
+    ses = {scale: [] for scale in z}
     for _ in range(trials):
         x = rng.exponential(size=(r, n))
         mean, se = x.mean(axis=1), x.std(axis=1, ddof=1) / np.sqrt(n)
         for scale in z:
             rho, rho_se = stderr_ratio(mean, scale * se)
             z[scale].append((rho - 1.0) / rho_se)
-            ses.append(rho_se) if scale == 1.0 else None
+            ses[scale].append(rho_se)
     level = np.mean(np.abs(z[1.0]) > sps.norm.isf(0.025))
     lo, hi = binomial_interval(int(level * trials), trials, 0.999)
     assert lo <= 0.05 <= hi
     k = 3.88  # the quick report's two-sided one-point k
     for scale in (1 / 1.05, 1.05):
         rate = np.mean(np.abs(z[scale]) > k)
-        expected = power(float(np.mean(ses)), k, abs(1 / scale - 1))
+        expected = power(float(np.mean(ses[scale])), k, abs(1 / scale - 1))
         assert abs(rate - expected) <= 0.1, (scale, rate, expected)
-        assert np.sign(np.mean(z[scale])) == np.sign(1 / scale - 1)
+        assert np.sign(np.mean(z[scale])) == np.sign(1 / scale - 1) and rate > 0.3
 
 
 def test_binomial_interval_matches_clopper_pearson():
