@@ -25,7 +25,7 @@ figures: $(STAMP)
 	$(BIN)/accum figures --out results/figures
 
 # C7 probes, GPU preset (never run yet: no GPU has been lent), on a machine with a GPU and this venv:
-# results in probes/results/gpu/.  A session lent the device tool's GPU uses gpu-bundle instead (README).
+# results in probes/results/gpu/.  A session lent the device tool's GPU uses gpu-bundle instead (measurements/gpu-session.md).
 probes-gpu: $(STAMP)
 	ACCUM=$(BIN)/accum sh probes/run_gpu.sh
 

@@ -1,6 +1,6 @@
 """The error every layer raises for bad input: ``ParamError`` (the command line prints its one line, exit status 2).
 
-It sits below every other module (README "Layout"), so the engine, the theory and ``accum.runtime`` all raise the same
+It sits below every other module (docs/families.md, "Layout"), so the engine, the theory and ``accum.runtime`` all raise the same
 class; ``accum.simulations.params`` re-exports it beside the checks that raise it.
 """
 

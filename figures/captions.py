@@ -57,7 +57,7 @@ def probes_caption(spec: FigureSpec, sweep: dict, path: Path) -> str:
                + ", ".join(f"{a}/seed{s}" for a, s in missing) + "."] if missing else []
     return "\n".join([head, *partial, f"Training: {model}.",
                       f"Evaluation: multipliers {sweep['multipliers']}, {evaluation.get('n_tokens', '?')} validation "
-                      f"targets per length (the same targets at every length, >= 4 windows).",
+                      f"targets per length (the same targets at every length, >= 2 windows).",
                       f"Data: {path}."]) + "\n"
 
 

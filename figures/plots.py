@@ -347,9 +347,10 @@ def fig_probes(sweep: dict) -> Figure:
         ax.set_title(title)
     axes[0].legend(loc="upper left", fontsize=7)
     n_runs = sum(st.get("n_seeds", 0) for st in sweep["arms"].values())
-    planned = len(sweep["config"]["arms"]) * len(sweep["config"]["seeds"])
-    partial = f" (partial sweep: {n_runs} of {planned} runs)" if n_runs < planned else ""
-    fig.suptitle(f"C7: attention probes past their train length, mean and 95% interval over seeds{partial}", fontsize=10)
+    missing = len(sweep.get("missing", []))
+    state = (f"{n_runs} runs, complete under the sweep's stopping rule" if not missing else
+             f"{n_runs} runs; {missing} more asked for by the stopping rule")
+    fig.suptitle(f"C7: attention probes past their train length, mean and 95% interval over seeds ({state})", fontsize=10)
     return fig
 
 

@@ -144,7 +144,7 @@ def analyse(model: ProbeModel, x: torch.Tensor, seq_len: int, generator: torch.G
     if x.shape[1] <= seq_len:
         raise ParamError(f"analysis windows must be longer than {{seq_len}} = {seq_len}, got {x.shape[1]}", ("seq_len",))
     model.eval()
-    uniforms = model.draw_uniforms(x.shape[0], x.shape[1], generator)
+    uniforms = model.draw_noise(x.shape[0], x.shape[1], generator)
     uniforms = None if uniforms is None else uniforms.to(x.device)
     out = model(x, None, uniforms, need_weights=True)
     lags = torch.arange(x.shape[1])

@@ -252,7 +252,7 @@ def run_theory(model: ProbeModel, seq_len: int, val_ids: torch.Tensor, cfg: Brid
     model.eval()
     x, _ = eval_windows(val_ids, length, cfg.windows * length)
     gen = torch.Generator().manual_seed(cfg.seed)
-    uniforms = model.draw_uniforms(x.shape[0], length, gen)
+    uniforms = model.draw_noise(x.shape[0], length, gen)
     out = model(x, None, uniforms, need_weights=True)
     heads = analysis.head_inputs(model, x, uniforms)
     coh, law = realised_coherence(model, out.step_angles, val_ids, seq_len)

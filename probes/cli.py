@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from contextlib import nullcontext
 from dataclasses import fields
@@ -33,13 +32,14 @@ from accum.probes.io import json_text, read_json
 from accum.probes.bridge import THEORY_RESULTS, BridgeConfig, theory_result
 from accum.probes.model import ANGLE_ARMS, ARMS
 from accum.probes.presets import PRESETS, preset
-from accum.probes.sweep import (EVAL_RESULTS, SweepConfig, check_analysis, check_summary, evaluate_run, finished_run,
-                                markdown_table, run_order, run_sweep)
+from accum.probes.sweep import (EVAL_RESULTS, SweepConfig, check_analysis, check_summary, evaluate_run,
+                                finished_runs, load_design, markdown_table, run_sweep, variant_items)
 from accum.probes.theory_stats import agreement, theory_section
 from accum.probes.train import WEIGHTS, TrainConfig, angle_spread, check_train_memory, load_data, load_trained, train
 from accum.runtime import Interrupted
-from accum.simulations.params import ParamError, check_int, integer_option
+from accum.simulations.params import ParamError, check_int, integer_option, parse_assignments
 from accum.simulations.results import ResultError, prove_writable_dirs, reserve_output
+from accum.simulations.runner import check_scheduler, check_workers, connect
 
 
 def _add_dataclass_options(parser: argparse.ArgumentParser, cls, skip: tuple[str, ...] = ()) -> None:
@@ -49,7 +49,8 @@ def _add_dataclass_options(parser: argparse.ArgumentParser, cls, skip: tuple[str
             continue
         flag = "--" + f.name.replace("_", "-")
         if isinstance(f.default, tuple):
-            parser.add_argument(flag, type=integer_option, nargs="+", default=None,
+            kind = str if "str" in str(f.type) else integer_option
+            parser.add_argument(flag, type=kind, nargs="+", default=None,
                                 help=f"cpu preset {list(cpu.get(f.name, f.default))}")
         else:
             kind = integer_option if isinstance(f.default, int) else type(f.default)
@@ -97,30 +98,42 @@ def add_subparser(subparsers) -> argparse.ArgumentParser:
                         help="validation windows the attention analysis averages (default 4)")
     p_eval.add_argument("--json", type=Path, default=None, help=f"output (default RUN/{EVAL_RESULTS})")
     _common(p_eval)
-    p_sweep = sub.add_parser("sweep", help="train + evaluate every arm at every seed, write sweep.json and sweep.md")
+    p_sweep = sub.add_parser("sweep", help="train + evaluate every arm at every seed the design asks for; write "
+                             "design.json, sweep.json and sweep.md")
     _add_dataclass_options(p_sweep, TrainConfig, skip=("arm", "seed"))
     _add_dataclass_options(p_sweep, EvalConfig, skip=("seed",))
-    p_sweep.add_argument("--eval-seed", type=integer_option, default=0,
+    p_sweep.add_argument("--eval-seed", type=integer_option, default=None,
                          help="seed of the evaluation (the random arms' angle draws; default 0)")
-    p_sweep.add_argument("--arms", nargs="+", default=list(ARMS), help=f"subset of {' '.join(ARMS)}")
-    p_sweep.add_argument("--seeds", type=integer_option, nargs="+", default=[0, 1, 2], help="training seeds (>= 3; default 0 1 2)")
+    p_sweep.add_argument("--arms", nargs="+", default=None,
+                         help=f"arm labels: built-in arms ({' '.join(ARMS)}) or --variant names (default: the preset's)")
+    p_sweep.add_argument("--variant", nargs="+", action="append", default=None, metavar="NAME KEY=VALUE",
+                         help="an arm label with its training overrides, e.g. --variant learned_key arm=learned "
+                              "learned_token=key (repeatable; default: the preset's variants)")
+    p_sweep.add_argument("--seeds", type=integer_option, nargs="+", default=None,
+                         help="training seeds (>= 3; default: the preset's)")
     p_sweep.add_argument("--looks", type=integer_option, nargs="+", default=None,
                          help="sequential design: judge each claim at these numbers of paired seeds (increasing, "
                               "the last the cap, at most the number of --seeds); each look's interval has level "
                               "1 - alpha/K; seeds beyond the first look run only for unresolved claims "
-                              "(default: one look at every seed)")
-    p_sweep.add_argument("--alpha", type=float, default=0.05, help="error budget shared by the looks (default 0.05)")
-    p_sweep.add_argument("--shard", default="0/1", help="K/N: run every N-th (arm, seed) run from the K-th, so N "
-                         "processes share one --out (default 0/1)")
-    p_sweep.add_argument("--order", default="seed", help="run order: seed (every arm at seed 0 first, default) or arm "
-                         "(every seed of the first arm first)")
+                              "(default: the preset's; none: one look at every seed)")
+    p_sweep.add_argument("--alpha", type=float, default=None, help="error budget shared by the looks (default 0.05)")
     p_sweep.add_argument("--analysis-multiplier", type=integer_option, default=None, metavar="M",
                          help="attention analysis on windows of M x the training length (default: the preset's)")
     p_sweep.add_argument("--analysis-windows", type=integer_option, default=None, metavar="N",
                          help="validation windows the attention analysis averages (default: the preset's)")
-    p_sweep.add_argument("--out", default=str(DEFAULT_SWEEP.parent), help=f"default {DEFAULT_SWEEP.parent}")
+    p_sweep.add_argument("--redesign", action="store_true",
+                         help="record this design in an --out that holds another (finished runs are never rewritten)")
+    p_sweep.add_argument("--workers", type=integer_option, default=1,
+                         help="local worker processes, one run each (default 1: in this process)")
+    p_sweep.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                         help="run on this Dask scheduler's workers instead (each worker's own GPU with --device cuda)")
+    p_sweep.add_argument("--out", default=str(DEFAULT_SWEEP.parent),
+                         help=f"sweep folder (default {DEFAULT_SWEEP.parent}); a folder with a design.json resumes it")
     _common(p_sweep)
-    _sizing(p_sweep)
+    p_sweep.add_argument("--preset", default=None, help=f"starting design: {', '.join(PRESETS)} (default cpu; a "
+                         "folder's recorded design when --out has one and no design option is given)")
+    p_sweep.add_argument("--max-memory-gb", type=float, default=None,
+                         help="refuse configs whose estimated peak training memory exceeds this (default 80%% of RAM)")
     p_tables = sub.add_parser("tables", help="learned arms: did the angle tables learn structure? (shuffle test, "
                               "cross-seed agreement, spread growth)")
     p_tables.add_argument("--runs", dest="run_dirs", type=Path, nargs="+", required=True,
@@ -164,8 +177,9 @@ def command_flags(command: str) -> dict[str, str]:
     if command == "tables":
         return {"windows": "--windows", "top": "--top", "runs": "--runs", "arm": "--runs (its arm)"}
     train_flags = {f.name: flag(f.name) for f in fields(TrainConfig) if f.name != "seed"}
-    return {**train_flags, **evaluation, "seed": "--eval-seed", "seeds": "--seeds", "arms": "--arms", "order": "--order",
-            "looks": "--looks", "alpha": "--alpha", **ANALYSIS_FLAGS}
+    return {**train_flags, **evaluation, "seed": "--eval-seed", "seeds": "--seeds", "arms": "--arms",
+            "variants": "--variant", "looks": "--looks", "alpha": "--alpha", "out": "--out", "redesign": "--redesign",
+            **ANALYSIS_FLAGS}
 
 
 def build(cls, args: argparse.Namespace, flags: dict[str, str], base: dict, **override):
@@ -191,7 +205,7 @@ def check_device(device: str) -> str:
 def check_common(args: argparse.Namespace) -> str:
     """--threads in [1, MAX_THREADS], --device, --data-dir (a cache folder, proven writable); returns the device."""
     check_int("--threads", args.threads, 1, MAX_THREADS)
-    if getattr(args, "preset", "cpu") not in PRESETS:
+    if (getattr(args, "preset", None) or "cpu") not in PRESETS:
         raise ParamError(f"--preset must be one of {', '.join(PRESETS)}, got {args.preset!r}")
     limit = getattr(args, "max_memory_gb", None)
     if limit is not None and not (limit == limit and 0 < limit <= 2**20):
@@ -308,34 +322,78 @@ def run_theory(args: argparse.Namespace, device: str) -> None:
           f"{res['seconds']:.1f} s")
 
 
+SWEEP_DESIGN_OPTIONS = ("eval_seed", "arms", "variant", "seeds", "looks", "alpha", "analysis_multiplier",
+                        "analysis_windows", "preset")
+
+
+def design_options_given(args: argparse.Namespace) -> bool:
+    """Whether any option that sets the sweep's design (a preset, a training / evaluation field, arms, seeds, ...)
+    was given on the command line."""
+    names = [f.name for f in fields(TrainConfig)] + [f.name for f in fields(EvalConfig)] + list(SWEEP_DESIGN_OPTIONS)
+    return any(getattr(args, name, None) is not None for name in names)
+
+
+def parse_variants(given: list[list[str]] | None, default: dict) -> tuple:
+    """--variant NAME KEY=VALUE ... (repeatable) as ``SweepConfig.variants``; the preset's when none is given.
+    Values are read as ``TrainConfig`` fields read them (numbers for numeric fields, lists for tuples)."""
+    if given is None:
+        return tuple((label, variant_items(over)) for label, over in default.items())
+    types = {f.name: f for f in fields(TrainConfig)}
+    out = []
+    for name, *items in given:
+        over = {}
+        for key, value in parse_assignments(items, f"--variant {name}").items():
+            if key not in types:
+                raise ParamError(f"--variant {name}: {key!r} is not a training field; allowed: {', '.join(sorted(types))}")
+            default_value = types[key].default
+            over[key] = tuple(value.split(",")) if isinstance(default_value, tuple) else (
+                type(default_value)(value) if not isinstance(default_value, str) else str(value))
+        out.append((name, variant_items(over)))
+    return tuple(out)
+
+
+def sweep_config(args: argparse.Namespace, flags: dict[str, str]) -> SweepConfig:
+    """The design from --preset (default cpu) and the options given."""
+    design = preset(args.preset or "cpu")
+    train_cfg = build(TrainConfig, args, flags, design["train"], arm="rope")
+    eval_seed = 0 if args.eval_seed is None else args.eval_seed
+    eval_cfg = build(EvalConfig, args, {**flags, "seed": "--eval-seed"}, design["eval"], seed=eval_seed)
+    plan = {k: v for k, v in design["sweep"].items() if k != "variants"}
+    given = {"arms": args.arms, "seeds": args.seeds, "looks": args.looks, "alpha": args.alpha,
+             "analysis_multiplier": args.analysis_multiplier, "analysis_windows": args.analysis_windows}
+    plan.update({k: v for k, v in given.items() if v is not None})
+    plan = {k: tuple(v) if isinstance(v, list) else v for k, v in plan.items()}
+    try:
+        return SweepConfig(train=train_cfg, eval=eval_cfg, variants=parse_variants(args.variant,
+                                                                                      design["sweep"].get("variants", {})),
+                           **plan)
+    except ParamError as err:
+        raise ParamError(err.message(flags)) from None
+
+
 def run_probe_sweep(args: argparse.Namespace, device: str) -> None:
     flags = command_flags("sweep")
-    sizes = preset(args.preset)
-    train_cfg = build(TrainConfig, args, flags, sizes["train"], arm="rope")
-    eval_cfg = build(EvalConfig, args, {**flags, "seed": "--eval-seed"}, sizes["eval"], seed=args.eval_seed)
-    analysis = {k: getattr(args, k) if getattr(args, k) is not None else sizes["sweep"].get(k, default)
-                for k, default in (("analysis_multiplier", 4), ("analysis_windows", 4))}
-    cfg = SweepConfig(train=train_cfg, eval=eval_cfg, arms=tuple(args.arms), seeds=tuple(args.seeds), **analysis,
-                      looks=tuple(args.looks or ()), alpha=args.alpha)
-    check_memory(train_cfg, args, flags)
-    shard = parse_shard(args.shard)
-    run_order(cfg, args.order)  # a bad --order is refused before any work
+    workers = check_workers(args.workers, "--workers")
     out = prove_writable_dirs({"--out": args.out})[0]
+    saved = load_design(out)
+    cfg = saved if saved is not None and not design_options_given(args) else sweep_config(args, flags)
+    check_memory(cfg.train, args, flags)
+    client = None if args.scheduler is None else connect(check_scheduler(args.scheduler, "--scheduler"))
+
+    def on_run(label: str, outcome: object) -> None:
+        failed = isinstance(outcome, BaseException)
+        print(f"{label}: {'failed: ' + str(outcome) if failed else 'done'}", file=sys.stderr, flush=True)
+
     try:
-        res = run_sweep(cfg, out, cache_dir=args.data_dir, device=device, threads=args.threads,
-                        progress=not args.no_progress, shard=shard, order=args.order)
-    except KeyboardInterrupt:  # every finished run is on disk already; the one in flight resumes from its checkpoint
-        kept = sum(finished_run(cfg, out, arm, seed) is not None for arm, seed in run_order(cfg, args.order))
-        raise Interrupted(f"interrupted; {kept} of {len(cfg.arms) * len(cfg.seeds)} runs kept in {out}") from None
+        res = run_sweep(cfg, out, cache_dir=args.data_dir, device=device, threads=args.threads, workers=workers,
+                        client=client, redesign=args.redesign, on_run=on_run)
+    except KeyboardInterrupt:  # every finished run is on disk already; the ones in flight resume from checkpoints
+        kept = sum(len(r) for r in finished_runs(cfg, out).values())
+        raise Interrupted(f"interrupted; {kept} finished runs kept in {out}") from None
+    finally:
+        if client is not None:
+            client.close()
     print(res["table_markdown"], end="")
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """--shard K/N with 0 <= K < N <= 1024."""
-    match = re.fullmatch(r"(\d+)/(\d+)", text)
-    if not match or not 0 <= int(match[1]) < int(match[2]) <= 1024:
-        raise ParamError(f"--shard must be K/N with 0 <= K < N <= 1024, got {text!r}")
-    return int(match[1]), int(match[2])
 
 
 def run_report(args: argparse.Namespace, device: str) -> None:
@@ -387,7 +445,8 @@ def report_text(sweep: dict, config: SweepConfig) -> str:
             f"eval {cfg['eval']['n_tokens']} tokens per length at {cfg['eval']['multipliers']} x L_train", ""]
     if sweep["missing"]:
         head.insert(1, "missing: " + ", ".join(f"{a}/seed{s}" for a, s in sweep["missing"]))
-    return "\n".join(head) + "\n" + markdown_table(t["seq_len"], cfg["eval"]["multipliers"], arms, rows)
+    return "\n".join(head) + "\n" + markdown_table(t["seq_len"], cfg["eval"]["multipliers"], arms, rows,
+                                                   sweep.get("hosts", ["?"]))
 
 
 def run_hours(runs: dict) -> float:

@@ -7,7 +7,8 @@ chunks of ``chunk`` tokens, carrying the per-layer KV state, so the largest tens
 (exp of the mean NLL) the mean NLL of every L_train-long segment of the window is kept, so one can see
 where in a long window a model breaks, and the far attention mass of every layer and head: the mean over
 queries i >= L_train of sum_{j <= i - L_train} a_ij (mass on keys farther back than any training context),
-computed from the same chunked pass (its weights are (B, H, chunk, L) per layer, linear in L).
+computed from the same chunked pass without weights: one minus the softmax mass of the L_train nearest keys, from
+log-sum-exps (``probes.attention``), so memory is linear in L and no (chunk x L) matrix is formed.
 """
 
 from __future__ import annotations
@@ -53,43 +54,27 @@ class EvalConfig:
         return {**asdict(self), "multipliers": list(self.multipliers)}
 
 
-def chunk_far_mass(weights: torch.Tensor, first: int, far: int) -> tuple[torch.Tensor, int]:
-    """Far mass summed over the chunk's queries: weights (B, H, c, N) of queries first .. first+c-1 over keys
-    0 .. N-1.  Query i contributes sum_{j <= i - far} a_ij when i >= far.  Returns ((H,) float64 sums, number
-    of contributing (window, query) pairs)."""
-    b, _, c, n = weights.shape
-    last_key = torch.arange(first, first + c, device=weights.device) - far  # (c,)
-    valid = last_key >= 0
-    if not bool(valid.any()):
-        return torch.zeros(weights.shape[1], dtype=torch.float64), 0
-    cum = weights.double().cumsum(-1)[:, :, valid]  # (B, H, c_valid, N)
-    idx = last_key[valid].view(1, 1, -1, 1).expand(b, weights.shape[1], -1, 1)
-    return cum.gather(-1, idx)[..., 0].sum(dim=(0, 2)).cpu(), b * int(valid.sum())
-
-
 @torch.no_grad()
-def position_nll(model: ProbeModel, x: torch.Tensor, y: torch.Tensor, chunk: int, uniforms: torch.Tensor | None,
+def position_nll(model: ProbeModel, x: torch.Tensor, y: torch.Tensor, chunk: int, noise: torch.Tensor | None,
                  far: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Next-token NLL (nats) at every position, (B, L), from the chunked (state-carrying) pass, and, when
-    ``far`` is given, the far attention mass per layer and head (n_layers, H) (NaN where no query i >= far)."""
+    ``far`` is given, the far attention mass per layer and head (n_layers, H): the mean over the queries i >= far
+    of sum_{j <= i - far} a_ij (NaN where there is none), from the model's per-query far mass (``far`` pass)."""
     check_int("chunk", chunk, 1)
     out = torch.empty(y.shape, dtype=torch.float64, device=y.device)
-    n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
-    sums, count = torch.zeros(n_layers, n_heads, dtype=torch.float64), 0
+    sums = torch.zeros(model.cfg.n_layers, model.cfg.n_heads, dtype=torch.float64)
     states = None
     for a in range(0, x.shape[1], chunk):
-        u = None if uniforms is None else uniforms[:, a:a + chunk]
-        res = model(x[:, a:a + chunk], states, u, need_weights=far is not None)
+        u = None if noise is None else noise[:, a:a + chunk]
+        res = model(x[:, a:a + chunk], states, u, far=far)
         states, logits, c = res.states, res.logits, min(chunk, x.shape[1] - a)
         nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y[:, a:a + c].reshape(-1), reduction="none")
         out[:, a:a + c] = nll.view(y.shape[0], c).to(torch.float64)
         if far is not None:
-            for layer, w in enumerate(res.weights):
-                layer_sum, n = chunk_far_mass(w, a, far)
-                sums[layer] += layer_sum
-            count += n
+            sums += torch.stack([f.sum(dim=(0, 2)).cpu() for f in res.far_mass])
     if far is None:
         return out, None
+    count = x.shape[0] * max(0, x.shape[1] - far)
     return out, (sums / count if count else torch.full_like(sums, float("nan")))
 
 
@@ -109,9 +94,9 @@ def evaluate_length(model: ProbeModel, val_ids: torch.Tensor, seq_len: int, mult
     t0 = time.perf_counter()
     for b in range(0, x.shape[0], per_call):
         xb, yb = x[b:b + per_call].to(device), y[b:b + per_call].to(device)
-        uniforms = model.draw_uniforms(xb.shape[0], length, generator)
-        uniforms = None if uniforms is None else uniforms.to(device)
-        nll, far = position_nll(model, xb, yb, cfg.chunk, uniforms, seq_len)
+        noise = model.draw_noise(xb.shape[0], length, generator)
+        noise = None if noise is None else noise.to(device)
+        nll, far = position_nll(model, xb, yb, cfg.chunk, noise, seq_len)
         sums += nll.sum(0).cpu()
         far_sum += far * xb.shape[0]
     per_pos = sums / x.shape[0]

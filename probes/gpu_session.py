@@ -38,7 +38,7 @@ from accum.simulations.results import ResultError
 DEFAULT_DEST = Path("probes/results/gpu")
 STAMP = r"\d{8}T\d{6}Z"
 #: the files a session's archive may hold (its results folder, which is also the sweep's --out)
-ARCHIVE_MEMBER = re.compile(rf"^(sweep\.json|sweep\.md|session-{STAMP}\.log|env-{STAMP}\.json|gpu_bench-{STAMP}\.json"
+ARCHIVE_MEMBER = re.compile(rf"^(sweep\.json|sweep\.md|design\.json|session-{STAMP}\.log|env-{STAMP}\.json|gpu_bench-{STAMP}\.json"
                             r"|[a-z_]+/seed\d+/(train|eval|theory)\.json)$")
 MAX_MEMBER_BYTES = 64 * 2**20
 BENCH_NUMBERS = ("dim", "far_tokens", "draw_s", "near_weight_s", "far_residual_s", "near_weight_tokens_per_s",

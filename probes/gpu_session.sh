@@ -6,10 +6,9 @@
 #   1. installs the wheel into $WORK/site (pip --no-index --no-deps --target) and puts it on PYTHONPATH;
 #   2. records the versions and the device (env-STAMP.json), stops if torch sees no GPU;
 #   3. runs the GPU benchmark first (gpu_bench-STAMP.json; 64 x 2^24 = 1.07e9 far tokens at d = 64);
-#   4. runs the first probe run alone and prints its seconds: the measured check of the preset's estimate;
-#   5. runs the rest of the GPU preset sweep (probes/run_gpu.sh) in a time box: SIGINT before the deadline,
-#      so every finished run is kept and only the run in flight is lost; then prints every run's seconds;
-#   6. packs every JSON, sweep.md and this log into ONE archive, $OUT/$ARCHIVE (also after step 3, so an
+#   4. runs the GPU preset sweep (probes/run_gpu.sh) in a time box: SIGINT before the deadline, so every
+#      finished run is kept and only the run in flight is lost; then prints every run's seconds;
+#   5. packs every JSON, sweep.md and this log into ONE archive, $OUT/$ARCHIVE (also after step 3, so an
 #      early stop still returns the benchmark).  `make gpu-results ARCHIVE=...` unpacks it here.
 #
 # Every knob is an environment variable (defaults sized for one H200 call of at most 8 minutes):
@@ -21,8 +20,7 @@
 #   a box's SIGINT if a step has not stopped; finished runs are kept even then)
 #   BENCH_BOX_S (120; 0 skips the benchmark)   BENCH_DIM (64)   BENCH_FAR (16777216)   BENCH_SAMPLES (64)
 #   BENCH_CHUNK (65536)
-#   ARMS (all 11, the claims' arms first)   SEEDS (0 1 2)   ORDER (arm: every seed of an arm before the next,
-#   so a box that ends early leaves whole claims)   FIRST_RUN (1; 0 skips step 4)
+#   ARMS, SEEDS (default: the gpu preset's design; runs go seed by seed, every arm at the first seed first)
 #   SWEEP_BOX_S (default: what the deadline leaves)   SWEEP_ARGS (more `accum probe sweep` options, e.g. tiny
 #   sizes; they override the gpu preset)   RESUME_FROM (probes/results/gpu: the finished runs committed there
 #   are reused, not rerun; empty to start afresh)
@@ -44,10 +42,8 @@ BENCH_DIM=${BENCH_DIM:-64}
 BENCH_FAR=${BENCH_FAR:-16777216}
 BENCH_SAMPLES=${BENCH_SAMPLES:-64}
 BENCH_CHUNK=${BENCH_CHUNK:-65536}
-ARMS=${ARMS:-rope random learned learned_qkv alibi nope random_qkv random_drift random_drift_qkv gain path}
-SEEDS=${SEEDS:-0 1 2}
-ORDER=${ORDER:-arm}
-FIRST_RUN=${FIRST_RUN:-1}
+ARMS=${ARMS:-}
+SEEDS=${SEEDS:-}
 SWEEP_BOX_S=${SWEEP_BOX_S:-}
 SWEEP_ARGS=${SWEEP_ARGS:-}
 RESUME_FROM=${RESUME_FROM-probes/results/gpu}
@@ -88,7 +84,7 @@ pack() {  # every JSON, .md and .log of the results folder into $OUT/$ARCHIVE, a
 }
 finish() { say "packing $OUT/$ARCHIVE (exit status $1)"; pack; exit "$1"; }
 
-say "GPU session $STAMP: device $DEVICE, deadline ${DEADLINE_S} s, arms [$ARMS], seeds [$SEEDS], order $ORDER"
+say "GPU session $STAMP: device $DEVICE, deadline ${DEADLINE_S} s, arms [${ARMS:-the preset's}], seeds [${SEEDS:-the preset's}]"
 say "== install"
 wheels=("$BUNDLE"/accum-*.whl)
 if [ "${#wheels[@]}" -ne 1 ] || [ ! -f "${wheels[0]}" ]; then
@@ -113,33 +109,18 @@ if [ "$BENCH_BOX_S" -gt 0 ]; then
     pack
 fi
 
-read -r -a arms <<<"$ARMS"
-read -r -a seeds <<<"$SEEDS"
+design=()
+[ -n "$ARMS" ] && read -r -a arms <<<"$ARMS" && design+=(--arms "${arms[@]}")
+[ -n "$SEEDS" ] && read -r -a seeds <<<"$SEEDS" && design+=(--seeds "${seeds[@]}")
 read -r -a extra <<<"$SWEEP_ARGS"
-runs=$((${#arms[@]} * ${#seeds[@]}))
 sweep() {  # sweep BOX REPORT [options]: probes/run_gpu.sh (the gpu preset, then its report if REPORT is 1)
     local box=$1 report=$2
     shift 2
     logged env ACCUM="$ACCUM" DEVICE="$DEVICE" SWEEP_DIR="$RESULTS" THREADS="$THREADS" TIME_BOX_S="$box" \
-        KILL_AFTER_S="$KILL_AFTER_S" REPORT="$report" sh "$HERE/run_gpu.sh" --data-dir "$WORK/data" --arms "${arms[@]}" \
-        --seeds "${seeds[@]}" --order "$ORDER" "${extra[@]}" "$@"
+        KILL_AFTER_S="$KILL_AFTER_S" REPORT="$report" sh "$HERE/run_gpu.sh" --data-dir "$WORK/data" "${design[@]}" \
+        "${extra[@]}" "$@"
 }
 run_times() { logged "$PYTHON" -m accum.probes.gpu_session times --sweep "$RESULTS/sweep.json" "$@"; }
-
-if [ "$FIRST_RUN" = 1 ]; then
-    box=$(left)
-    if [ "$box" -le 0 ]; then
-        say "no time left for the first run"
-        finish "$FAILED"
-    fi
-    say "== first run alone (run 1 of $runs, --shard 0/$runs), box ${box} s"
-    status=0
-    start=$SECONDS
-    sweep "$box" 0 --shard "0/$runs" || status=$?
-    step_status "first run ($((SECONDS - start)) s with start-up)" "$status"
-    [ -f "$RESULTS/sweep.json" ] && run_times --box "$(left)"
-    pack
-fi
 
 box=$(left)
 [ -n "$SWEEP_BOX_S" ] && box=$(smaller "$SWEEP_BOX_S" "$box")
@@ -147,7 +128,7 @@ if [ "$box" -le 0 ]; then
     say "no time left for the sweep"
     finish "$FAILED"
 fi
-say "== GPU preset sweep, $runs runs, box ${box} s"
+say "== GPU preset sweep, box ${box} s"
 status=0
 start=$SECONDS
 sweep "$box" 1 || status=$?

@@ -17,9 +17,19 @@ def package_version() -> str:
     return importlib.metadata.version("accum")
 
 
+def machine_id() -> str:
+    """This machine as the runs record it: the host name and the first 8 characters of the kernel's boot id (two
+    machines of one image share a host name; a reboot counts as another machine, the cautious side)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()[:8]
+    except OSError:
+        boot = ""
+    return f"{platform.node()}-{boot}" if boot else platform.node()
+
+
 def provenance(threads: int, device: str) -> dict:
     """Versions and machine facts stored with every result."""
-    return {"accum_version": package_version(), "torch_version": torch.__version__,
+    return {"accum_version": package_version(), "torch_version": torch.__version__, "host": machine_id(),
             "python": sys.version.split()[0], "platform": platform.platform(), "threads": threads, "device": device}
 
 

@@ -12,19 +12,34 @@ Arms (all share ``Attention``; q, k, v have shape (B, H, T, d) with d = d_model 
 * ``learned``     the paper's token-dependent angles: per layer and head a token table E (vocab x planes),
                   zero at init, theta_tb = omega_b - pi tanh(E[x_t])_b (accum's sign; the arm equals RoPE
                   at init and any angle is reachable; see ``transforms.token_step_angles``).  QK-only.
+                  ``learned_token`` says which token sets the step between key j and query i: "query" (tokens
+                  j+1 .. i, the step at t is theta(x_t); the default) or "key" (tokens j .. i-1, the step at t is
+                  theta(x_{t-1}), zero at the first token; the author's public code).
 * ``gain``        a different method (the earlier ``learned``): theta_tb = omega_b (1 + (W_l h_t)_b) from the
                   hidden state h_t, shared by the heads of a layer, W_l = 0 at init.  QK-only.
-* ``*_qkv``       (``random_qkv``, ``random_drift_qkv``, ``learned_qkv``) the same angles, values rotated too:
-                  v_j -> R(-Theta_j) v_j before mixing and the output rotated back by R(Theta_i), so v_j
-                  reaches i transported by A_i ... A_{j+1}.
+* ``family``      any angle family of ``accum.simulations`` (``family``: a built-in name or ``module:Class``,
+                  ``family_param``: its "key=value" parameters; dim = the head size): its own ``sample`` draws the
+                  step angles, independently per layer, head and batch row, fresh every forward pass.
+* ``*_qkv``       (``random_qkv``, ``random_drift_qkv``, ``learned_qkv``, ``family_qkv``) the same angles, values
+                  rotated too: v_j -> R(-Theta_j) v_j before mixing and the output rotated back by R(Theta_i), so
+                  v_j reaches i transported by A_i ... A_{j+1}.
+* ``random_qkv_indep`` the ``random`` arm's scores, values rotated by their own, independent walk Phi_t with
+                  steps ~ U(-omega_b, omega_b) (v_j -> R(-Phi_j) v_j, output rotated by R(Phi_i); the author's
+                  final-run configuration).
 * ``path``        PaTH Householder steps A_t = I - beta_t w_t w_t^T per head, beta_t = 2 sigmoid(a . x_t + c),
                   w_t = normalise(U V x_t) with V: d_model -> rank, U: rank -> H d.
 
 Scores follow s_ij = q_i^T A_i ... A_{j+1} k_j / sqrt(d) for j <= i (``accum.simulations.conventions``).
 
+The arms that draw fresh steps every pass (random, random_drift*, random_qkv*, family*) take them from the caller
+as ``noise`` (``ProbeModel.draw_noise``): (B, T, n_layers, walks, H, P) float64, walk 0 for the scores, walk 1
+for an independent value walk; U[0, 1) draws for the random arms, the step angles themselves for the family arms.
+
 Every forward pass continues from per-layer ``LayerState`` (keys already rotated / transported to the
-last processed token, values, accumulated angle, position), so the same code is the parallel pass
+last processed token, values, accumulated angles, position, last token), so the same code is the parallel pass
 (empty state, all tokens), chunked evaluation (memory linear in length) and one-token cached decoding.
+Evaluation asks for the far attention mass per query (``far``) instead of the weights: then the angle, NoPE and
+ALiBi arms attend through ``probes.attention`` (fused kernel, log-sum-exps, no weight matrix).
 """
 
 from __future__ import annotations
@@ -37,14 +52,22 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from accum.probes import transforms as tf
-from accum.simulations.params import ParamError, check_int, field_error
+import numpy as np
 
-RANDOM_ARMS = ("random", "random_drift", "random_qkv", "random_drift_qkv")
+from accum.probes import attention
+from accum.probes import transforms as tf
+from accum.simulations.families import Family, make_family
+from accum.simulations.params import ParamError, check_int, field_error, parse_assignments
+
+RANDOM_ARMS = ("random", "random_drift", "random_qkv", "random_drift_qkv", "random_qkv_indep")
 TOKEN_ARMS = ("learned", "learned_qkv")
-VALUE_ROTATING_ARMS = ("random_qkv", "random_drift_qkv", "learned_qkv")
-ARMS = ("nope", "rope", "alibi", *RANDOM_ARMS, *TOKEN_ARMS, "gain", "path")
-ANGLE_ARMS = ("rope", *RANDOM_ARMS, *TOKEN_ARMS, "gain")
+FAMILY_ARMS = ("family", "family_qkv")
+VALUE_ROTATING_ARMS = ("random_qkv", "random_drift_qkv", "learned_qkv", "family_qkv", "random_qkv_indep")
+INDEPENDENT_VALUE_ARMS = ("random_qkv_indep",)
+NOISE_ARMS = (*RANDOM_ARMS, *FAMILY_ARMS)
+ARMS = ("nope", "rope", "alibi", *RANDOM_ARMS, *TOKEN_ARMS, "gain", *FAMILY_ARMS, "path")
+ANGLE_ARMS = ("rope", *RANDOM_ARMS, *TOKEN_ARMS, "gain", *FAMILY_ARMS)
+LEARNED_TOKENS = ("query", "key")
 
 
 @dataclass(frozen=True)
@@ -53,6 +76,8 @@ class ModelConfig:
 
     arm: one of ``ARMS``.  d_model / n_heads must be even (SO(2) planes).  path_rank: rank of the PaTH
     w projection.  path_block: PaTH UT-transform block length (bounds the triangular solves' size).
+    learned_token: "query" or "key" (module docstring; the learned arms).  family, family_param: the family
+    arms' family and its "key=value" parameters (``family_of``); empty for every other arm.
     """
 
     arm: str = "rope"
@@ -64,8 +89,12 @@ class ModelConfig:
     rope_base: float = 10000.0
     path_rank: int = 16
     path_block: int = 32
+    learned_token: str = "query"
+    family: str = ""
+    family_param: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "family_param", tuple(self.family_param))
         if self.arm not in ARMS:
             raise field_error("arm", f"must be one of {', '.join(ARMS)}, got {self.arm!r}")
         check_int("vocab_size", self.vocab_size, 2, 2**20)
@@ -81,6 +110,15 @@ class ModelConfig:
                 f"{{n_heads}} = {self.n_heads}", ("d_model", "n_heads"))
         if not (isinstance(self.rope_base, (int, float)) and math.isfinite(self.rope_base) and self.rope_base > 1):
             raise field_error("rope_base", f"must be a finite number > 1, got {self.rope_base!r}")
+        if self.learned_token not in LEARNED_TOKENS:
+            raise field_error("learned_token", f"must be one of {', '.join(LEARNED_TOKENS)}, got {self.learned_token!r}")
+        if (self.arm in FAMILY_ARMS) != bool(self.family):
+            raise field_error("family", f"is required by the arms {', '.join(FAMILY_ARMS)} and taken by no other; "
+                              f"got family = {self.family!r} with arm {self.arm!r}")
+        if self.family_param and not self.family:
+            raise field_error("family_param", f"needs a family, got {list(self.family_param)!r} without one")
+        if self.family:
+            check_family_draw(family_of(self))
 
     @property
     def head_dim(self) -> int:
@@ -91,7 +129,34 @@ class ModelConfig:
         return self.head_dim // 2
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "family_param": list(self.family_param)}
+
+
+def family_of(cfg: ModelConfig) -> Family:
+    """The family arm's family: ``make_family(cfg.family, dim=head size, **family_param)`` (validated; a dim in
+    ``family_param`` is refused, the head size sets it)."""
+    params = parse_assignments(cfg.family_param, "--family-param")
+    if "dim" in params:
+        raise field_error("family_param", f"may not set dim: the head size d_model / n_heads = {cfg.head_dim} does")
+    return make_family(cfg.family, dim=cfg.head_dim, **params)
+
+
+def check_family_draw(family: Family) -> None:
+    """Refuse (``ParamError`` naming family) a family whose steps are not block-SO(2) angles: the family arms rotate
+    SO(2) planes by the drawn angles (``Steps.angles``)."""
+    if family.sample(np.random.default_rng(0), 2, 1).angles() is None:
+        raise field_error("family", f"{family!r} draws steps that are not SO(2) angles; the family arms take angle "
+                          "families (e.g. so2-accumulated, or a module:Class whose sample returns AngleSteps)")
+
+
+def family_angles(family: Family, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
+    """Step angles of shape (B, T, n_layers, walks, H, P) float64, every (batch row, layer, walk, head) an independent
+    path of T steps from ``family.sample`` with a numpy Generator seeded from ``generator`` (so a checkpointed
+    torch Generator replays the same draws)."""
+    b, t, n_layers, walks, h, p = shape
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator).item())
+    theta = family.sample(np.random.default_rng(seed), t, b * n_layers * walks * h).angles()  # (b L W H, T, P)
+    return torch.from_numpy(np.ascontiguousarray(theta.reshape(b, n_layers, walks, h, t, p).transpose(0, 4, 1, 2, 3, 5)))
 
 
 @dataclass(frozen=True)
@@ -99,14 +164,17 @@ class LayerState:
     """What one attention layer carries between forward calls (its KV cache).
 
     keys: (B, H, N, d) keys rotated by R(-Theta_j) (angle arms) or transported to token N-1 (PaTH);
-    values: (B, H, N, d) (rotated by R(-Theta_j) for the ``*_qkv`` arms); theta: float64 (B, H, P)
-    accumulated angle Theta_{N-1} (zeros before any token); n: number of tokens seen.
+    values: (B, H, N, d) (rotated by R(-Theta_j), or R(-Phi_j) for ``random_qkv_indep``, for the value-rotating
+    arms); theta, value_theta: float64 (B, H, P) accumulated angles Theta_{N-1}, Phi_{N-1} (zeros before any
+    token); n: number of tokens seen; last_token: (B,) id of token N-1 (the key-side learned step), None at n = 0.
     """
 
     keys: torch.Tensor
     values: torch.Tensor
     theta: torch.Tensor
+    value_theta: torch.Tensor
     n: int
+    last_token: torch.Tensor | None = None
 
 
 class AttentionOutput(NamedTuple):
@@ -114,6 +182,7 @@ class AttentionOutput(NamedTuple):
     state: LayerState
     weights: torch.Tensor | None
     step_angles: torch.Tensor | None
+    far_mass: torch.Tensor | None = None
 
 
 class ModelOutput(NamedTuple):
@@ -121,13 +190,14 @@ class ModelOutput(NamedTuple):
     states: list[LayerState]
     weights: list[torch.Tensor | None]
     step_angles: list[torch.Tensor | None]
+    far_mass: list[torch.Tensor | None]
 
 
 def empty_state(batch: int, cfg: ModelConfig, like: torch.Tensor) -> LayerState:
     """State before any token, matching the dtype/device of ``like``."""
     kv = like.new_zeros(batch, cfg.n_heads, 0, cfg.head_dim)
     theta = torch.zeros(batch, cfg.n_heads, cfg.n_planes, dtype=torch.float64, device=like.device)
-    return LayerState(kv, kv, theta, 0)
+    return LayerState(kv, kv, theta, theta, 0)
 
 
 class Attention(nn.Module):
@@ -161,88 +231,150 @@ class Attention(nn.Module):
         q, k, v = self.qkv(x).chunk(3, dim=-1)
         return self._split(q), self._split(k), self._split(v)
 
-    def uniforms_shape(self, batch: int, length: int) -> tuple[int, int, int, int]:
-        """Shape (B, T, H, P) of the U[0, 1) draws a random arm's layer takes."""
-        return (batch, length, self.cfg.n_heads, self.cfg.n_planes)
+    def noise_walks(self) -> int:
+        """Walks per layer in the drawn noise: 2 for an independent value walk, else 1 (0 for arms without noise)."""
+        arm = self.cfg.arm
+        return 0 if arm not in NOISE_ARMS else 2 if arm in INDEPENDENT_VALUE_ARMS else 1
 
-    def _step_angles(self, x: torch.Tensor, idx: torch.Tensor, uniforms: torch.Tensor | None) -> torch.Tensor:
+    def noise_shape(self, batch: int, length: int) -> tuple[int, int, int, int, int] | None:
+        """Shape (B, T, walks, H, P) of the draws this layer takes per pass (None for arms without any)."""
+        walks = self.noise_walks()
+        return (batch, length, walks, self.cfg.n_heads, self.cfg.n_planes) if walks else None
+
+    def _check_noise(self, noise: torch.Tensor | None, batch: int, length: int) -> None:
+        cfg = self.cfg
+        want = self.noise_shape(batch, length)
+        if noise is None or tuple(noise.shape) != want:
+            got = None if noise is None else tuple(noise.shape)
+            raise ValueError(f"arm {cfg.arm!r} needs noise of shape {want} (ProbeModel.draw_noise), got {got}")
+
+    def _walk_steps(self, noise: torch.Tensor, walk: int) -> torch.Tensor:
+        """Step angles (B, H, T, P) float64 of one drawn walk: the family arms' angles as drawn, the random arms'
+        uniforms mapped to U(-omega, omega) (U(0, 2 omega) for random_drift*)."""
+        if self.cfg.arm in FAMILY_ARMS:
+            return noise[:, :, walk].to(torch.float64).transpose(1, 2)
+        omega = self.omega
+        low, high = (torch.zeros_like(omega), 2 * omega) if "drift" in self.cfg.arm else (-omega, omega)
+        return tf.uniform_step_angles(noise[:, :, walk].to(torch.float64), low, high).transpose(1, 2)
+
+    def _token_steps(self, idx: torch.Tensor, state: LayerState) -> torch.Tensor:
+        """The learned arms' step angles (B, H, T, P): theta(x_t) (query side) or theta(x_{t-1}) (key side, zero at
+        the sequence's first token, whose step cancels from every difference Theta_i - Theta_j)."""
+        cfg = self.cfg
+        b, t = idx.shape
+        if cfg.learned_token == "key":
+            before = idx[:, :1] if state.last_token is None else state.last_token[:, None]
+            idx = torch.cat((before, idx[:, :-1]), dim=1)
+        rows = self.angle_table(idx).view(b, t, cfg.n_heads, cfg.n_planes).transpose(1, 2)
+        steps = tf.token_step_angles(rows, self.omega)
+        if cfg.learned_token == "key" and state.last_token is None:
+            steps = torch.cat((torch.zeros_like(steps[:, :, :1]), steps[:, :, 1:]), dim=2)
+        return steps
+
+    def _step_angles(self, x: torch.Tensor, idx: torch.Tensor, state: LayerState, noise: torch.Tensor | None,
+                     ) -> torch.Tensor:
         """Step angles theta (B, H, T, P) of the angle arms (float64 except the learned ones)."""
         cfg, omega = self.cfg, self.omega
         b, t = idx.shape
         if cfg.arm == "rope":
             return omega.expand(b, cfg.n_heads, t, -1)
-        if cfg.arm in RANDOM_ARMS:
-            want = self.uniforms_shape(b, t)
-            if uniforms is None or tuple(uniforms.shape) != want:
-                got = None if uniforms is None else tuple(uniforms.shape)
-                raise ValueError(f"arm {cfg.arm!r} needs uniforms of shape {want} in [0, 1), got {got}")
-            low, high = (torch.zeros_like(omega), 2 * omega) if "drift" in cfg.arm else (-omega, omega)
-            return tf.uniform_step_angles(uniforms.to(torch.float64), low, high).transpose(1, 2)
+        if cfg.arm in NOISE_ARMS:
+            self._check_noise(noise, b, t)
+            return self._walk_steps(noise, 0)
         if cfg.arm in TOKEN_ARMS:
-            rows = self.angle_table(idx).view(b, t, cfg.n_heads, cfg.n_planes).transpose(1, 2)
-            return tf.token_step_angles(rows, omega)
+            return self._token_steps(idx, state)
         return tf.gain_step_angles(self.angle_gain(x), omega)[:, None].expand(-1, cfg.n_heads, -1, -1)
 
-    def forward(self, x: torch.Tensor, idx: torch.Tensor, state: LayerState, uniforms: torch.Tensor | None = None,
-                need_weights: bool = False) -> AttentionOutput:
+    def _value_angles(self, big_theta: torch.Tensor, state: LayerState, noise: torch.Tensor | None,
+                      ) -> torch.Tensor | None:
+        """Accumulated angles (B, H, T, P) the values are rotated by: the scores' Theta, an independent walk Phi
+        (``random_qkv_indep``), or None (values not rotated)."""
+        if self.cfg.arm not in VALUE_ROTATING_ARMS:
+            return None
+        if self.cfg.arm in INDEPENDENT_VALUE_ARMS:
+            return tf.accumulate_angles(self._walk_steps(noise, 1), state.value_theta)
+        return big_theta
+
+    def forward(self, x: torch.Tensor, idx: torch.Tensor, state: LayerState, noise: torch.Tensor | None = None,
+                need_weights: bool = False, far: int | None = None) -> AttentionOutput:
         """x: (B, T, D) normalised hidden states of the T new tokens idx (B, T) following ``state``.
 
-        uniforms: (B, T, H, P) draws for the random arms.  Returns y (B, T, D), the updated state,
-        optionally the weights (B, H, T, N+T), and the step angles (B, H, T, P) of the angle arms.
+        noise: (B, T, walks, H, P) draws of the noise arms (``ProbeModel.draw_noise``).  need_weights: return the
+        weights (B, H, T, N+T) (explicit softmax).  far: return the far mass of every query, (B, H, T) float64,
+        sum_{j <= i - far} a_ij (0 for i < far), without weights (evaluation; no autograd).  Returns y (B, T, D),
+        the updated state, the weights, the step angles (B, H, T, P) of the angle arms and the far mass.
         """
         cfg = self.cfg
         q, k, v = self.heads(x)
-        theta_steps, big_theta = None, None
+        theta_steps, big_theta, value_theta = None, None, None
         if cfg.arm in ANGLE_ARMS:
-            theta_steps = self._step_angles(x, idx, uniforms)
+            theta_steps = self._step_angles(x, idx, state, noise)
             big_theta = tf.accumulate_angles(theta_steps, state.theta)
             q, k = tf.rotate_planes(q, -big_theta), tf.rotate_planes(k, -big_theta)
-            if cfg.arm in VALUE_ROTATING_ARMS:
-                v = tf.rotate_planes(v, -big_theta)
+            value_theta = self._value_angles(big_theta, state, noise)
+            if value_theta is not None:
+                v = tf.rotate_planes(v, -value_theta)
         values = torch.cat((state.values, v), dim=2)
         if cfg.arm == "path":
-            y, keys, weights = self._path_mix(x, q, k, values, state, need_weights)
+            y, keys, weights, far_mass = self._path_mix(x, q, k, values, state, need_weights, far)
         else:
             keys = torch.cat((state.keys, k), dim=2)
-            y, weights = self._plain_mix(q, keys, values, state.n, need_weights)
-        if cfg.arm in VALUE_ROTATING_ARMS:
-            y = tf.rotate_planes(y, big_theta)
-        new_theta = state.theta if big_theta is None else big_theta[:, :, -1]
-        new_state = LayerState(keys, values, new_theta, state.n + x.shape[1])
+            y, weights, far_mass = self._plain_mix(q, keys, values, state.n, need_weights, far)
+        if value_theta is not None:
+            y = tf.rotate_planes(y, value_theta)
+        new_state = LayerState(keys, values, state.theta if big_theta is None else big_theta[:, :, -1],
+                               state.value_theta if value_theta is None else value_theta[:, :, -1],
+                               state.n + x.shape[1], idx[:, -1])
         b, _, t, _ = y.shape
-        return AttentionOutput(self.out(y.transpose(1, 2).reshape(b, t, cfg.d_model)), new_state, weights, theta_steps)
+        return AttentionOutput(self.out(y.transpose(1, 2).reshape(b, t, cfg.d_model)), new_state, weights, theta_steps,
+                               far_mass)
 
     def _plain_mix(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, n_prior: int,
-                   need_weights: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+                   need_weights: bool, far: int | None) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """softmax(q keys^T / sqrt(d) + bias, causal) values for token positions n_prior .. n_prior+T-1.
 
-        Without weights this is ``F.scaled_dot_product_attention`` (the same formula, fused kernels; ALiBi's
-        bias passed as a float mask); with weights the explicit softmax, whose probabilities are returned.
+        need_weights: the explicit softmax, whose probabilities are returned (the reference).  Otherwise, with
+        no cached keys and no far mass asked for (training), ``F.scaled_dot_product_attention`` (ALiBi's bias as
+        a float mask); else ``attention.block_attention`` (fused kernel over the cached keys and the chunk) and,
+        when ``far`` is given, the far mass per query from ``attention.near_logsumexp``.
         """
+        slopes = self.slopes if self.cfg.arm == "alibi" else None
+        if need_weights:
+            probs = torch.softmax(self._scores(q, keys, n_prior), dim=-1)
+            return probs @ values, probs, None
+        if n_prior == 0 and far is None:
+            if slopes is None:
+                return F.scaled_dot_product_attention(q, keys, values, is_causal=True), None, None
+            return F.scaled_dot_product_attention(q, keys, values, attn_mask=self._scores_bias(q, keys, 0)), None, None
+        y, lse = attention.block_attention(q, keys, values, n_prior, slopes)
+        if far is None:
+            return y, None, None
+        lse_near = attention.near_logsumexp(q, keys, n_prior, far, slopes)
+        return y, None, attention.far_mass_from_lse(lse_near, lse, n_prior, far)
+
+    def _scores_bias(self, q: torch.Tensor, keys: torch.Tensor, n_prior: int) -> torch.Tensor:
+        """The causal mask as an additive bias (T, N+T) (-inf on future keys), plus ALiBi's -m_h (i - j): (H, T, N+T)."""
         t, n_all = q.shape[2], keys.shape[2]
         qpos = torch.arange(n_prior, n_prior + t, device=q.device)[:, None]
         kpos = torch.arange(n_all, device=q.device)[None, :]
-        future = kpos > qpos
-        bias = None
+        bias = torch.zeros(t, n_all, dtype=q.dtype, device=q.device).masked_fill(kpos > qpos, float("-inf"))
         if self.cfg.arm == "alibi":
-            bias = (-(self.slopes[:, None, None] * (qpos - kpos))).to(q.dtype).masked_fill(future, float("-inf"))
-        if not need_weights:
-            if bias is None and n_prior == 0:
-                return F.scaled_dot_product_attention(q, keys, values, is_causal=True), None
-            mask = ~future if bias is None else bias
-            return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask), None
-        scores = (q @ keys.transpose(-1, -2)) / math.sqrt(self.cfg.head_dim)
-        scores = scores.masked_fill(future, float("-inf")) if bias is None else scores + bias
-        probs = torch.softmax(scores, dim=-1)
-        return probs @ values, probs
+            bias = bias - (self.slopes[:, None, None] * (qpos - kpos)).to(q.dtype)
+        return bias
 
-    def _path_mix(self, x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, values: torch.Tensor,
-                  state: LayerState, need_weights: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """PaTH attention over blocks of ``path_block`` tokens; returns (y, transported keys, weights)."""
+    def _scores(self, q: torch.Tensor, keys: torch.Tensor, n_prior: int) -> torch.Tensor:
+        """Scores q keys^T / sqrt(d) plus ``_scores_bias``: (B, H, T, N+T)."""
+        return (q @ keys.transpose(-1, -2)) / math.sqrt(self.cfg.head_dim) + self._scores_bias(q, keys, n_prior)
+
+    def _path_mix(self, x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, values: torch.Tensor, state: LayerState,
+                  need_weights: bool, far: int | None,
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """PaTH attention over blocks of ``path_block`` tokens; returns (y, transported keys, weights, far mass per
+        query (B, H, T) float64 when ``far`` is given: sum_{j <= i - far} a_ij)."""
         cfg = self.cfg
         w = F.normalize(self._split(self.w_up(self.w_down(x))), dim=-1)
         beta = 2.0 * torch.sigmoid(self.beta(x)).transpose(1, 2)
-        keys, outs, rows = state.keys, [], []
+        keys, outs, rows, fars = state.keys, [], [], []
         n0, t = state.n, x.shape[1]
         for a in range(0, t, cfg.path_block):
             sl = slice(a, min(a + cfg.path_block, t))
@@ -253,8 +385,12 @@ class Attention(nn.Module):
             outs.append(probs @ values[:, :, :n_seen])
             if need_weights:
                 rows.append(F.pad(probs, (0, n0 + t - n_seen)))
+            if far is not None:
+                qpos = torch.arange(n0 + a, n0 + sl.stop, device=x.device)[:, None]
+                far_keys = torch.arange(n_seen, device=x.device)[None, :] <= qpos - far
+                fars.append((probs.double() * far_keys).sum(-1))
         weights = torch.cat(rows, dim=2) if need_weights else None
-        return torch.cat(outs, dim=2), keys, weights
+        return torch.cat(outs, dim=2), keys, weights, torch.cat(fars, dim=2) if far is not None else None
 
 
 class Block(nn.Module):
@@ -268,9 +404,9 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(cfg.d_model, cfg.mlp_ratio * cfg.d_model), nn.GELU(),
                                  nn.Linear(cfg.mlp_ratio * cfg.d_model, cfg.d_model))
 
-    def forward(self, x: torch.Tensor, idx: torch.Tensor, state: LayerState, uniforms: torch.Tensor | None,
-                need_weights: bool) -> tuple[torch.Tensor, AttentionOutput]:
-        a = self.attn(self.ln1(x), idx, state, uniforms, need_weights)
+    def forward(self, x: torch.Tensor, idx: torch.Tensor, state: LayerState, noise: torch.Tensor | None,
+                need_weights: bool, far: int | None = None) -> tuple[torch.Tensor, AttentionOutput]:
+        a = self.attn(self.ln1(x), idx, state, noise, need_weights, far)
         x = x + a.y
         return x + self.mlp(self.ln2(x)), a
 
@@ -300,31 +436,40 @@ class ProbeModel(nn.Module):
                     std = resid_std if name.endswith(("attn.out.weight", "mlp.2.weight")) else 0.02
                     p.copy_(torch.randn(p.shape, generator=generator, dtype=p.dtype) * std)
 
-    def draw_uniforms(self, batch: int, length: int, generator: torch.Generator) -> torch.Tensor | None:
-        """Fresh U[0,1) draws (B, T, n_layers, H, P) for the random arms (None for the other arms)."""
-        if self.cfg.arm not in RANDOM_ARMS:
+    def noise_shape(self, batch: int, length: int) -> tuple[int, ...] | None:
+        """Shape (B, T, n_layers, walks, H, P) of the per-pass draws (``draw_noise``); None for arms without any."""
+        layer = self.blocks[0].attn.noise_shape(batch, length)
+        return None if layer is None else (batch, length, self.cfg.n_layers, *layer[2:])
+
+    def draw_noise(self, batch: int, length: int, generator: torch.Generator) -> torch.Tensor | None:
+        """Fresh draws (B, T, n_layers, walks, H, P) float64 for one pass: U[0, 1) for the random arms, the family's
+        step angles for the family arms (``family_angles``); None for the other arms."""
+        shape = self.noise_shape(batch, length)
+        if shape is None:
             return None
-        cfg = self.cfg
-        return torch.rand(batch, length, cfg.n_layers, cfg.n_heads, cfg.n_planes, generator=generator,
-                          dtype=torch.float64)
+        if self.cfg.arm in FAMILY_ARMS:
+            return family_angles(family_of(self.cfg), shape, generator)
+        return torch.rand(shape, generator=generator, dtype=torch.float64)
 
     def empty_states(self, batch: int) -> list[LayerState]:
         like = self.embed.weight
         return [empty_state(batch, self.cfg, like) for _ in self.blocks]
 
-    def forward(self, idx: torch.Tensor, states: list[LayerState] | None = None,
-                uniforms: torch.Tensor | None = None, need_weights: bool = False) -> ModelOutput:
-        """idx: (B, T) token ids following ``states`` (None: start of sequence); uniforms: (B, T, L, H, P)
-        from ``draw_uniforms`` for the random arms.  logits: (B, T, V)."""
+    def forward(self, idx: torch.Tensor, states: list[LayerState] | None = None, noise: torch.Tensor | None = None,
+                need_weights: bool = False, far: int | None = None) -> ModelOutput:
+        """idx: (B, T) token ids following ``states`` (None: start of sequence); noise: (B, T, L, walks, H, P)
+        from ``draw_noise``; far: also return each layer's far mass per query (``Attention.forward``).
+        logits: (B, T, V)."""
         if idx.dim() != 2:
             raise ValueError(f"idx must have shape (batch, tokens), got {tuple(idx.shape)}")
         states = self.empty_states(idx.shape[0]) if states is None else states
         x = self.embed(idx)
-        new_states, weights, angles = [], [], []
+        new_states, weights, angles, fars = [], [], [], []
         for layer, (block, st) in enumerate(zip(self.blocks, states)):
-            x, a = block(x, idx, st, None if uniforms is None else uniforms[:, :, layer], need_weights)
+            x, a = block(x, idx, st, None if noise is None else noise[:, :, layer], need_weights, far)
             new_states.append(a.state)
             weights.append(a.weights)
             angles.append(a.step_angles)
+            fars.append(a.far_mass)
         logits = self.ln_f(x) @ self.embed.weight.T
-        return ModelOutput(logits, new_states, weights, angles)
+        return ModelOutput(logits, new_states, weights, angles, fars)

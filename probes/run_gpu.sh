@@ -1,5 +1,5 @@
 #!/bin/sh
-# The C7 GPU preset: every arm x 3 seeds, L_train 512 tokens, 6 layers of width 384, evaluation to 64x.
+# The C7 GPU preset: its arms x 3 seeds, L_train 512 tokens, 6 layers of width 384, evaluation to 128x (65,536 tokens).
 # Usage: sh probes/run_gpu.sh [extra `accum probe sweep` options, which override the preset]
 # Environment: ACCUM (command, default .venv/bin/accum), DEVICE (default cuda), SWEEP_DIR (default
 # probes/results/gpu), THREADS (CPU threads, default 4), TIME_BOX_S (default none: if set, the sweep gets

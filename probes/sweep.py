@@ -1,48 +1,64 @@
-"""Train and evaluate every arm at several seeds with one config; write the seed-level table and verdicts.
+"""Train and evaluate every arm at several seeds with one design; write the seed-level table and verdicts.
 
-Layout under ``out_dir``: ``<arm>/seed<k>/`` (checkpoint.pt, model.safetensors, train.json, eval.json) for
-every arm and seed, then ``sweep.json`` and ``sweep.md``.  A finished run (train.json finished with the same
-config, eval.json with the same eval config) is reused from those two JSON files alone, without weights, so
+Layout under ``out_dir``: ``design.json`` (the sweep's design, written once: ``SweepConfig`` and the claims it
+judges, stated before any run), ``<arm>/seed<k>/`` (checkpoint.pt, model.safetensors, train.json, eval.json) for
+every arm label and seed, then ``sweep.json`` and ``sweep.md``.  A finished run (train.json finished with the
+same config, eval.json with the same eval config) is reused from those two JSON files alone, without weights, so
 a sweep can be finished across sessions (or machines) after committing the JSON of the runs done so far; a
-partially trained run resumes from its checkpoint.  Runs go seed by seed (every arm at seed 0 first).
+partially trained run resumes from its checkpoint.  A run folder holding finished results of another config is
+never overwritten.
 
-sweep.json (read by figure 6 and ``accum probe report``): {"config": {"train", "eval", "arms", "seeds",
-"analysis_multiplier", "analysis_windows"}, "seq_len", "multipliers", "lengths", "data", "runs": {arm: {seed:
-run summary}}, "arms": {arm: ``stats.arm_statistics``}, "verdicts": ``stats.verdicts``, "complete" (every arm
-at every seed), "missing": [[arm, seed]], "table_markdown", "provenance", "timings"}; rewritten after every run.
+A sweep keeps its design: ``check_design`` refuses, with one line naming the first difference, a rerun in a
+folder whose design.json records another design; ``redesign`` accepts a new design of the same runs (other
+seeds, looks, level, arms), never other run configs for runs already done.
+
+Arms are labels: a built-in arm's name, or a variant's label with its ``TrainConfig`` overrides
+(``SweepConfig.variants``: e.g. ``learned_key`` = {"arm": "learned", "learned_token": "key"}).
+
+sweep.json (read by figure 6 and ``accum probe report``): {"config" (``SweepConfig.to_dict``), "seq_len",
+"multipliers", "lengths", "data", "runs": {arm: {seed: run summary}}, "arms": {arm: ``stats.arm_statistics``},
+"verdicts": ``stats.verdicts``, "complete", "missing": [[arm, seed]], "table_markdown", "hosts", "run_seconds"},
+a function of the design and the finished runs' JSON only (rewritten only when it changes).  Runs go through
+the one job runner (``accum.simulations.runner.map_outcomes``: in this process, a local pool of ``workers``
+processes, or a Dask cluster), batch by batch: each batch is what the sequential rule asks for now.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Callable
 
 import torch
 
 from accum.probes import stats
 from accum.probes.analysis import analyse
-from accum.probes.bridge import write_theory
 from accum.probes.data import TokenData, eval_windows, window_count
 from accum.probes.evaluate import MAX_MULTIPLIER, EvalConfig, evaluate_lengths
-from accum.probes.io import provenance, read_json, write_atomic, write_json
-from accum.probes.model import ARMS, TOKEN_ARMS
+from accum.probes.io import json_text, provenance, read_json, write_atomic, write_json
+from accum.probes.model import ARMS, FAMILY_ARMS, TOKEN_ARMS
 from accum.probes.train import RESULTS, WEIGHTS, TrainConfig, check_train_split, load_data, load_trained, train
 from accum.simulations.params import ParamError, check_int, field_error
 from accum.simulations.results import ResultError
+from accum.simulations.runner import map_outcomes
 
 EVAL_RESULTS = "eval.json"
+DESIGN = "design.json"
 MIN_SEEDS = 3
-MIN_EVAL_WINDOWS = 4
+MIN_EVAL_WINDOWS = 2
 
 
 @dataclass(frozen=True)
 class SweepConfig:
-    """train: shared training config (its ``arm`` and ``seed`` are replaced per run); seeds: at least
-    ``MIN_SEEDS`` distinct training seeds; every length is evaluated on at least ``MIN_EVAL_WINDOWS``
-    windows (n_tokens >= 4 x seq_len x the largest multiplier); analysis windows are ``analysis_windows``
-    validation windows of ``analysis_multiplier`` * seq_len tokens.
+    """train: shared training config (its ``arm`` and ``seed`` are replaced per run); arms: arm labels, each a
+    built-in arm's name or a label of ``variants``; variants: (label, ((field, value), ...)) pairs, the
+    ``TrainConfig`` overrides of each variant (``arm`` among them); seeds: at least ``MIN_SEEDS`` distinct
+    training seeds; every length is evaluated on at least ``MIN_EVAL_WINDOWS`` windows (n_tokens >= 2 x seq_len x
+    the largest multiplier); analysis windows are ``analysis_windows`` validation windows of
+    ``analysis_multiplier`` * seq_len tokens.
 
     looks: the sequential design's paired-seed counts n_1 < ... < n_K (``stats`` module docstring), each in
     [MIN_SEEDS, len(seeds)]; empty means one look at every seed (the fixed design).  alpha: the error budget
@@ -51,17 +67,20 @@ class SweepConfig:
 
     train: TrainConfig = TrainConfig()
     eval: EvalConfig = EvalConfig()
-    arms: tuple[str, ...] = ARMS
+    arms: tuple[str, ...] = tuple(arm for arm in ARMS if arm not in FAMILY_ARMS)
     seeds: tuple[int, ...] = (0, 1, 2)
     analysis_multiplier: int = 4
     analysis_windows: int = 4
     looks: tuple[int, ...] = ()
     alpha: float = 0.05
+    variants: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
 
     def __post_init__(self) -> None:
-        bad = [a for a in self.arms if a not in ARMS]
+        check_variants(self.variants)
+        labels = (*ARMS, *(label for label, _ in self.variants))
+        bad = [a for a in self.arms if a not in labels]
         if not self.arms or bad or len(set(self.arms)) < len(self.arms):
-            raise field_error("arms", f"must be a non-empty list of distinct arms from {', '.join(ARMS)}, "
+            raise field_error("arms", f"must be a non-empty list of distinct arms from {', '.join(labels)}, "
                               f"got {list(self.arms)!r}")
         ok = all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**63 for s in self.seeds)
         if not ok or len(self.seeds) < MIN_SEEDS or len(set(self.seeds)) < len(self.seeds):
@@ -79,39 +98,79 @@ class SweepConfig:
                               f"seeds), got {list(self.looks)!r}")
         if not (isinstance(self.alpha, float) and 0.0 < self.alpha < 1.0):
             raise field_error("alpha", f"must be a number in (0, 1), got {self.alpha!r}")
+        for arm in self.arms:
+            self.run_config(arm, self.seeds[0])
 
     @property
     def plan_looks(self) -> tuple[int, ...]:
         """The looks in force: ``looks``, or one look at every seed when it is empty."""
         return tuple(self.looks) or (len(self.seeds),)
 
+    @property
+    def arm_specs(self) -> dict[str, dict]:
+        """{arm label: its overrides}, {"arm": name} for a built-in arm (``stats.claim_definitions``)."""
+        variants = {label: dict(over) for label, over in self.variants}
+        return {arm: variants.get(arm, {"arm": arm}) for arm in self.arms}
+
     def run_config(self, arm: str, seed: int) -> TrainConfig:
-        """The training config of (arm, seed).  ``angle_lr_scale`` applies to the arms with angle tables
-        (``TOKEN_ARMS``) only; every other arm runs at scale 1, so its runs do not depend on it."""
-        scale = self.train.angle_lr_scale if arm in TOKEN_ARMS else 1.0
-        return replace(self.train, arm=arm, seed=seed, angle_lr_scale=scale)
+        """The training config of (arm label, seed): the shared config with the label's overrides.
+        ``angle_lr_scale`` applies to the arms with angle tables (``TOKEN_ARMS``) only: every other arm runs at
+        scale 1 (so its runs do not depend on it) unless its variant sets it."""
+        over = self.arm_specs[arm]
+        scale = self.train.angle_lr_scale if over["arm"] in TOKEN_ARMS else 1.0
+        return replace(self.train, seed=seed, **{"angle_lr_scale": scale, **over})
 
     def to_dict(self) -> dict:
         return {"train": self.train.to_dict(), "eval": self.eval.to_dict(), "arms": list(self.arms),
+                "variants": {label: {k: list(v) if isinstance(v, tuple) else v for k, v in over}
+                             for label, over in self.variants},
                 "seeds": list(self.seeds), "analysis_multiplier": self.analysis_multiplier,
                 "analysis_windows": self.analysis_windows, "looks": list(self.plan_looks), "alpha": self.alpha}
 
+    def claims(self) -> list[dict]:
+        """The claims this design judges (``stats.claim_definitions`` of its arms)."""
+        return stats.claim_definitions(self.arm_specs)
+
     def verdicts(self, runs: dict) -> list[dict]:
         """``stats.verdicts`` of ``runs`` under this sweep's arms, seed order and looks."""
-        return stats.verdicts(runs, list(self.arms), list(self.seeds), list(self.plan_looks), self.alpha)
+        return stats.verdicts(runs, self.arm_specs, list(self.seeds), list(self.plan_looks), self.alpha)
 
     def needed(self, runs: dict) -> set[tuple[str, int]]:
         """The (arm, seed) runs the sequential rule asks for, given the finished ``runs``."""
-        return stats.needed_runs(self.verdicts(runs), list(self.arms), list(self.seeds), list(self.plan_looks))
+        return stats.needed_runs(self.verdicts(runs), self.arm_specs, list(self.seeds), list(self.plan_looks))
 
     @classmethod
     def from_dict(cls, d: dict) -> "SweepConfig":
-        """The inverse of ``to_dict`` (sweep.json's "config"); the analysis sizes default to 4, the looks to one look and alpha to 0.05 where absent."""
+        """The inverse of ``to_dict`` (sweep.json's "config"); the analysis sizes default to 4, the looks to one
+        look, alpha to 0.05 and the variants to none where absent."""
+        variants = tuple((label, variant_items(over)) for label, over in d.get("variants", {}).items())
         return cls(train=TrainConfig.from_dict(d["train"]),
                    eval=EvalConfig(**{**d["eval"], "multipliers": tuple(d["eval"]["multipliers"])}),
                    arms=tuple(d["arms"]), seeds=tuple(d["seeds"]),
                    analysis_multiplier=d.get("analysis_multiplier", 4), analysis_windows=d.get("analysis_windows", 4),
-                   looks=tuple(d.get("looks", ())), alpha=d.get("alpha", 0.05))
+                   looks=tuple(d.get("looks", ())), alpha=d.get("alpha", 0.05), variants=variants)
+
+
+def variant_items(overrides: dict) -> tuple[tuple[str, object], ...]:
+    """A variant's overrides as sorted (field, value) pairs (lists made tuples), the form ``SweepConfig`` keeps."""
+    if not isinstance(overrides, dict):
+        raise field_error("variants", f"each variant must map TrainConfig fields to values, got {overrides!r}")
+    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in overrides.items()))
+
+
+def check_variants(variants: tuple) -> None:
+    """Each variant: a new label (not a built-in arm's name, not repeated) whose overrides name ``arm`` and only
+    ``TrainConfig`` fields other than ``seed``; ``ParamError`` naming variants otherwise."""
+    allowed = {f.name for f in fields(TrainConfig)} - {"seed"}
+    labels = [label for label, _ in variants]
+    for label, over in variants:
+        keys = [k for k, _ in over]
+        if not isinstance(label, str) or not label.isidentifier() or label in ARMS or labels.count(label) > 1:
+            raise field_error("variants", f"a variant needs a new name (letters, digits, _; not an arm's name, "
+                              f"given once), got {label!r}")
+        if "arm" not in keys or set(keys) - allowed:
+            raise field_error("variants", f"{label}: overrides must set arm and only TrainConfig fields but seed "
+                              f"({', '.join(sorted(allowed))}), got {keys}")
 
 
 def check_analysis(multiplier: int, windows: int) -> None:
@@ -178,11 +237,15 @@ def run_dir(out_dir: Path, arm: str, seed: int) -> Path:
 
 
 def run_summary(tres: dict, eres: dict) -> dict:
-    """What sweep.json keeps of one (arm, seed) run: per-multiplier perplexities and far mass, throughput."""
+    """What sweep.json keeps of one (arm, seed) run: per-multiplier perplexities and far mass, throughput, and the
+    machine it ran on (``host``: the training's; None if the train and eval records name different machines or
+    none)."""
     lengths = eres["lengths"]
     analysis = eres["analysis"]
     heads_far = [f for layer in analysis["layers"] for f in layer["far_mass"]]
-    return {"ppl": [r["ppl"] for r in lengths], "ppl_last_segment": [r["ppl_last_segment"] for r in lengths],
+    hosts = {tres.get("provenance", {}).get("host"), eres.get("provenance", {}).get("host")}
+    return {"host": hosts.pop() if len(hosts) == 1 else None,
+            "ppl": [r["ppl"] for r in lengths], "ppl_last_segment": [r["ppl_last_segment"] for r in lengths],
             "far_mass": [r.get("far_mass_mean") for r in lengths], "final_train_loss": tres["final_train_loss"],
             "tokens_seen": tres["tokens_seen"], "train_seconds": tres["timings"]["train_seconds"],
             "tokens_per_second": tres["timings"]["tokens_per_second"],
@@ -210,9 +273,10 @@ def _ci(ci: list[float] | None, digits: int = 2) -> str:
     return "n/a" if ci is None else f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
 
 
-def markdown_table(seq_len: int, multipliers: list[int], arms: dict, verdict_rows: list[dict]) -> str:
+def markdown_table(seq_len: int, multipliers: list[int], arms: dict, verdict_rows: list[dict], hosts: list[str]) -> str:
     """Perplexity mean +- sd over seeds per length; the longest length with its 95% interval, ratios to 1x
-    (all positions and last L_train segment) and far mass; then the verdicts."""
+    (all positions and last L_train segment) and far mass; the ratios at 64x and beyond beside the paper's one
+    number; then the verdicts and what the machines the runs ran on (``hosts``) mean for them."""
     m = multipliers[-1]
     head = "| arm | seeds | " + " | ".join(f"{k}x ({k * seq_len})" for k in multipliers) + " |"
     lines = [f"Perplexity over all positions, mean +- sd over seeds (L_train = {seq_len} tokens):", "", head,
@@ -233,6 +297,7 @@ def markdown_table(seq_len: int, multipliers: list[int], arms: dict, verdict_row
         far2 = cell("far_mass", 1) if len(multipliers) > 1 else "n/a"
         lines.append(f"| {arm} | {cell('ppl')} | {cell('ratio')} | {cell('ppl_last_segment')} | "
                      f"{cell('ratio_last_segment')} | {far2} | {cell('far_mass')} | {st['tokens_per_second']['mean']:.0f} |")
+    lines += ratio_table(multipliers, arms)
     spreads = {arm: st["angle_spread"] for arm, st in arms.items() if st.get("angle_spread")}
     if spreads:
         lines += ["", "Learned angle spread per plane b = 0, 1, ... (radians: sd over token ids of pi tanh E[v]_b, "
@@ -251,12 +316,44 @@ def markdown_table(seq_len: int, multipliers: list[int], arms: dict, verdict_row
                          f"{_ci(r['ci'], 3)} | {stopped_text(r)} | {r['verdict']} |")
         else:
             lines.append(f"| **{r['claim']}** | {r['metric']} | {r['rule']} | | | | | **{r['verdict']}** |")
-    lines += ["", "Runs from different machines differ by 0.1-0.8% in perplexity (not bitwise): "
-              + ("every CONFIRMED or CONTRADICTED verdict above is unchanged if every run's perplexity moves by up to 0.8% "
-                 "(worst case over the runs, stats.host_shift)." if not fragile else
-                 "these verdicts could change if every run's perplexity moved by up to 0.8% (worst case over the runs, "
-                 "stats.host_shift): " + ", ".join(fragile) + ".")]
+    lines += ["", host_note(hosts, fragile)]
     return "\n".join(lines) + "\n"
+
+
+#: the paper's one quoted number (its digest): random accumulated QKV rotations' perplexity rises 1.59x at 65,536
+#: tokens, 128x its training length of 512 (other data and scale than these probes)
+PAPER_RATIO = {"multiplier": 128, "ratio": 1.59, "arm": "random_qkv"}
+
+
+def ratio_table(multipliers: list[int], arms: dict) -> list[str]:
+    """Lines of a table of ppl(m)/ppl(1x) (mean and 95% interval over seeds) at every m >= 64, beside the paper's
+    1.59x for random QKV at 128x (``PAPER_RATIO``)."""
+    cols = [i for i, m in enumerate(multipliers) if m >= 64]
+    if not cols:
+        return []
+    p = PAPER_RATIO
+    lines = ["", f"ppl(m x) / ppl(1x), mean and 95% interval over seeds; the paper reports {p['ratio']}x for "
+             f"random QKV rotations at {p['multiplier']}x its training length (other data, model and scale):", "",
+             "| arm | " + " | ".join(f"{multipliers[i]}x" for i in cols) + " |", "|---|" + "---:|" * len(cols)]
+    for arm, st in arms.items():
+        if st["n_seeds"]:
+            lines.append(f"| {arm} | " + " | ".join(f"{_fmt(st['ratio']['mean'][i])} {_ci(st['ratio']['ci95'][i])}"
+                                                   for i in cols) + " |")
+    return lines
+
+
+def host_note(hosts: list[str], fragile: list[str]) -> str:
+    """What the machines the runs ran on mean for the verdicts (``stats.host_robust``)."""
+    if len(hosts) == 1 and hosts != ["?"]:
+        return (f"Every run ran on one machine ({hosts[0]}, from the runs' own records): no cross-machine shift is "
+                "in these verdicts.")
+    tol = ", ".join(f"{100 * (math.exp(v) - 1):.1f}% ({k})" for k, v in stats.HOST_LOG_TOLERANCE.items())
+    if not fragile:
+        return (f"The runs come from {len(hosts)} machines ({', '.join(hosts)}); every CONFIRMED or CONTRADICTED verdict "
+                f"above whose runs span machines is unchanged if every run's perplexity moves by up to {tol} "
+                "(stats.host_shift).")
+    return (f"The runs come from {len(hosts)} machines ({', '.join(hosts)}); these verdicts could change if every run's "
+            f"perplexity moved by up to {tol} (stats.host_shift): " + ", ".join(fragile) + ".")
 
 
 def stopped_text(row: dict) -> str:
@@ -272,22 +369,56 @@ def stopped_text(row: dict) -> str:
     return f"cap {row['look']} seeds: rules out d < {lo:.3f} and d > {hi:.3f}"
 
 
-def _sweep_run(cfg: SweepConfig, arm: str, seed: int, out_dir: Path, data: TokenData, data_meta: dict, device: str,
-               threads: int, progress: bool) -> None:
-    """Train (or resume) and evaluate one (arm, seed) run unless it is finished already.
-
-    A run whose train.json is finished but whose weights are gone (they are not committed) and that has no
-    matching eval.json is trained again (from its checkpoint if there is one): same seed, same run."""
-    if finished_run(cfg, out_dir, arm, seed) is not None:
-        return
+def check_run_folder(cfg: SweepConfig, out_dir: Path, arm: str, seed: int) -> None:
+    """Refuse (``ParamError`` naming the folder) to run (arm, seed) over finished results of another config:
+    a committed run is never rewritten (use another --out)."""
     folder = run_dir(out_dir, arm, seed)
-    tcfg = cfg.run_config(arm, seed)
+    tcfg = cfg.run_config(arm, seed).to_dict()
+    for name, key, want in ((RESULTS, "config", tcfg), (EVAL_RESULTS, "eval_config", cfg.eval.to_dict())):
+        path = folder / name
+        if not path.exists():
+            continue
+        res = read_json(path)
+        saved = res.get(key)
+        saved = TrainConfig.normalised(saved) if key == "config" and isinstance(saved, dict) else saved
+        if res.get("finished", True) and saved != want:
+            raise ParamError(f"{path} holds a finished run of another {key.replace('_', ' ')}; a sweep never "
+                             "rewrites a finished run: use another {out} (or move that folder away)", ("out",))
+
+
+@dataclass(frozen=True)
+class RunJob:
+    """One (arm, seed) run of a sweep, as the job runner ships it to a worker (plain data, picklable)."""
+
+    config: dict
+    arm: str
+    seed: int
+    out_dir: str
+    cache_dir: str | None
+    device: str
+    threads: int
+
+
+def run_job(job: RunJob) -> str:
+    """Train (or resume) and evaluate one run unless it is finished; returns its folder.  A run whose train.json
+    is finished but whose weights are gone (they are not committed) and that has no matching eval.json is
+    trained again (from its checkpoint if there is one): same seed, same run.  Module level: the job runner
+    pickles it for its pool and Dask workers."""
+    cfg = SweepConfig.from_dict(job.config)
+    out_dir = Path(job.out_dir)
+    folder = run_dir(out_dir, job.arm, job.seed)
+    if finished_run(cfg, out_dir, job.arm, job.seed) is not None:
+        return str(folder)
+    check_run_folder(cfg, out_dir, job.arm, job.seed)
+    torch.set_num_threads(job.threads)
+    tcfg = cfg.run_config(job.arm, job.seed)
+    data, data_meta = load_data(tcfg, None if job.cache_dir is None else Path(job.cache_dir))
     tres = _finished(folder / RESULTS, "config", tcfg.to_dict(), TrainConfig.normalised)
     if tres is None or not tres["finished"] or not (folder / WEIGHTS).exists():
-        train(tcfg, folder, data=data, data_meta=data_meta, device=device, threads=threads, progress=progress)
-    eres = evaluate_run(folder, data, cfg.eval, cfg.analysis_multiplier, cfg.analysis_windows, device, threads)
+        train(tcfg, folder, data=data, data_meta=data_meta, device=job.device, threads=job.threads, progress=False)
+    eres = evaluate_run(folder, data, cfg.eval, cfg.analysis_multiplier, cfg.analysis_windows, job.device, job.threads)
     write_json(folder / EVAL_RESULTS, eres)
-    write_theory(folder, data, device, threads)  # theory.json: accum.theory's predictions (angle arms only)
+    return str(folder)
 
 
 def finished_runs(cfg: SweepConfig, out_dir: Path) -> dict:
@@ -308,25 +439,32 @@ def missing_runs(cfg: SweepConfig, runs: dict) -> list[list]:
             if (arm, seed) in need and str(seed) not in runs.get(arm, {})]
 
 
-def summarise(cfg: SweepConfig, out_dir: Path, data_meta: dict, threads: int, device: str, seconds: float) -> dict:
-    """sweep.json and sweep.md from every finished run of ``cfg`` under ``out_dir`` (JSON files only);
-    "missing" lists the runs the sequential rule still asks for and "complete" says there are none."""
+def summarise(cfg: SweepConfig, out_dir: Path, data_meta: dict) -> dict:
+    """sweep.json and sweep.md from every finished run of ``cfg`` under ``out_dir`` (JSON files only), written
+    only when they change; "missing" lists the runs the sequential rule still asks for, "complete" says there are
+    none.  Nothing in it depends on when or where the summary is made: the same runs give the same file."""
     runs = finished_runs(cfg, out_dir)
     missing = missing_runs(cfg, runs)
     mult = list(cfg.eval.multipliers)
     seq_len = cfg.train.seq_len
     arms = {arm: stats.arm_statistics(r) for arm, r in runs.items()}
     rows = cfg.verdicts(runs)
-    table = markdown_table(seq_len, mult, arms, rows)
     done = [r for a in runs.values() for r in a.values()]
+    hosts = sorted({r.get("host") or "?" for r in done})
+    table = markdown_table(seq_len, mult, arms, rows, hosts)
     result = {"config": cfg.to_dict(), "seq_len": seq_len, "multipliers": mult, "lengths": [k * seq_len for k in mult],
               "data": data_meta, "runs": runs, "arms": arms, "verdicts": rows, "complete": not missing,
-              "missing": missing, "table_markdown": table, "provenance": provenance(threads, device),
-              "timings": {"this_invocation_seconds": seconds,
-                          "runs_seconds": sum(r["train_seconds"] + r["eval_seconds"] for r in done)}}
-    write_json(Path(out_dir) / "sweep.json", result)
-    write_atomic(Path(out_dir) / "sweep.md", table.encode())
+              "missing": missing, "table_markdown": table, "hosts": hosts,
+              "run_seconds": sum(r["train_seconds"] + r["eval_seconds"] for r in done)}
+    write_if_changed(Path(out_dir) / "sweep.json", json_text(result))
+    write_if_changed(Path(out_dir) / "sweep.md", table)
     return result
+
+
+def write_if_changed(path: Path, text: str) -> None:
+    """``text`` into ``path`` atomically, unless the file already holds exactly that."""
+    if not (path.is_file() and path.read_text() == text):
+        write_atomic(path, text.encode())
 
 
 def check_summary(sweep: dict, cfg: SweepConfig) -> None:
@@ -392,44 +530,80 @@ def _check_numbers(values: object, field: str, length: int | None, allowed: str,
         raise ResultError(f"{field}[{bad}] must be {allowed}, got {values[bad]!r}")
 
 
-def check_shard(shard: tuple[int, int]) -> None:
-    """shard (k, n): this process runs the k-th of every n runs, 0 <= k < n <= 1024."""
-    k, n = shard
-    check_int("shard count", n, 1, 1024)
-    check_int("shard index", k, 0, n - 1)
+def design_record(cfg: SweepConfig) -> dict:
+    """What design.json holds: the design (``SweepConfig.to_dict``) and the claims it judges, with their rules."""
+    return {"design": cfg.to_dict(), "claims": [{k: c[k] for k in ("id", "statement", "rule", "test")}
+                                                for c in cfg.claims()]}
 
 
-RUN_ORDERS = ("seed", "arm")
+def design_difference(saved: dict, wanted: dict, path: str = "") -> str | None:
+    """The first field (dotted path, in the designs' own key order) where two designs differ, with both values as
+    compact JSON; None when they are equal."""
+    if isinstance(saved, dict) and isinstance(wanted, dict):
+        for key in [*saved, *(k for k in wanted if k not in saved)]:
+            diff = design_difference(saved.get(key), wanted.get(key), f"{path}.{key}" if path else key)
+            if diff:
+                return diff
+        return None
+    return None if saved == wanted else f"{path}: {json.dumps(saved)} recorded, {json.dumps(wanted)} asked"
 
 
-def run_order(cfg: SweepConfig, order: str) -> list[tuple[str, int]]:
-    """(arm, seed) runs seed by seed (``seed``: every arm at the first seed first) or arm by arm (``arm``:
-    every seed of the first arm first, so the first claims get their seed-level intervals soonest)."""
-    if order not in RUN_ORDERS:
-        raise field_error("order", f"must be one of {', '.join(RUN_ORDERS)}, got {order!r}")
-    if order == "seed":
-        return [(arm, seed) for seed in cfg.seeds for arm in cfg.arms]
-    return [(arm, seed) for arm in cfg.arms for seed in cfg.seeds]
+def load_design(out_dir: Path) -> SweepConfig | None:
+    """The design recorded in ``out_dir/design.json`` (None when there is none); ``ResultError`` naming the file
+    when it is not one."""
+    path = Path(out_dir) / DESIGN
+    if not path.exists():
+        return None
+    try:
+        return SweepConfig.from_dict(read_json(path)["design"])
+    except (ValueError, KeyError, TypeError, ParamError) as err:
+        raise ResultError(f"{path} is not a sweep design ({type(err).__name__}: {err}); move it away to start over") \
+            from None
+
+
+def check_design(cfg: SweepConfig, out_dir: Path, redesign: bool = False) -> None:
+    """A sweep keeps its design: write ``out_dir/design.json`` when there is none; refuse (``ParamError``, one line
+    naming the first difference) a ``cfg`` that differs from the recorded one, unless ``redesign``, which records
+    ``cfg`` instead (finished runs of other configs are still never rewritten: ``check_run_folder``)."""
+    path = Path(out_dir) / DESIGN
+    saved = load_design(out_dir)
+    if saved is not None and not redesign:
+        diff = design_difference(saved.to_dict(), cfg.to_dict())
+        if diff:
+            raise ParamError(f"{path} records another design ({diff}); rerun without design options to resume it, "
+                             "use a new {out}, or pass {redesign} to record this one", ("out", "redesign"))
+    if saved is None or redesign:
+        write_if_changed(path, json_text(design_record(cfg)))
 
 
 def run_sweep(cfg: SweepConfig, out_dir: Path, *, cache_dir: Path | None = None, device: str = "cpu",
-              threads: int = 2, progress: bool = True, shard: tuple[int, int] = (0, 1), order: str = "seed") -> dict:
+              threads: int = 1, workers: int = 1, client=None, redesign: bool = False,
+              on_run: Callable[[str, object], None] = lambda item, outcome: None) -> dict:
     """Train, evaluate and analyse the runs the sequential rule asks for (``missing_runs``; every arm at every
-    seed for the fixed design) under ``out_dir``, in ``run_order``, until it asks for none; returns the
-    sweep.json dict (rewritten from the finished runs' JSON after every run, which may ask for more runs).
-    shard (k, n): run only runs k, k + n, k + 2n, ... of that order, so n processes with the same arguments
-    and out_dir share the work (each summary includes every run finished by any of them; a process stops
-    when none of its own runs is asked for: rerun it once the others have finished)."""
-    check_shard(shard)
-    runs = run_order(cfg, order)
+    seed for the fixed design) under ``out_dir`` until it asks for none; returns the sweep.json dict.
+
+    The design is checked against (or recorded in) design.json first (``check_design``).  Each batch -- the runs
+    missing now, seed by seed -- goes through the job runner (``map_outcomes``: this process, ``workers`` local
+    processes of ``threads`` threads each, or the Dask ``client``); the summary is rewritten after every run, and
+    the next batch is what the rule asks for then.  ``on_run(label, outcome)`` hears of each finished run (its
+    folder, or the exception it raised); a run that failed stops the sweep after its batch (``RuntimeError``)."""
     out_dir = Path(out_dir)
-    t0 = time.perf_counter()
     data, data_meta = load_data(cfg.train, cache_dir)
     check_split_sizes(data, cfg.train.seq_len, cfg.eval, cfg.analysis_multiplier, cfg.analysis_windows)
-    mine = runs[shard[0]::shard[1]]
-    result = summarise(cfg, out_dir, data_meta, threads, device, 0.0)
-    while todo := [(arm, seed) for arm, seed in mine if [arm, seed] in result["missing"]]:
-        arm, seed = todo[0]
-        _sweep_run(cfg, arm, seed, out_dir, data, data_meta, device, threads, progress)
-        result = summarise(cfg, out_dir, data_meta, threads, device, time.perf_counter() - t0)
+    check_design(cfg, out_dir, redesign)
+    for arm in cfg.arms:
+        for seed in cfg.seeds:
+            check_run_folder(cfg, out_dir, arm, seed)
+    result = summarise(cfg, out_dir, data_meta)
+    while result["missing"]:
+        jobs = [RunJob(cfg.to_dict(), arm, seed, str(out_dir), None if cache_dir is None else str(cache_dir), device,
+                       threads) for arm, seed in result["missing"]]
+        failed = []
+        for job, outcome in map_outcomes(run_job, jobs, workers, client):
+            on_run(f"{job.arm}/seed{job.seed}", outcome)
+            if isinstance(outcome, BaseException):
+                failed.append(f"{job.arm}/seed{job.seed}: {type(outcome).__name__}: {outcome}")
+            result = summarise(cfg, out_dir, data_meta)
+        if failed:
+            raise RuntimeError(f"{len(failed)} run(s) failed (the others are saved; rerun to retry): {failed[0]}")
     return result

@@ -58,6 +58,10 @@ class TrainConfig:
     rope_base: float = 10000.0
     path_rank: int = 16
     path_block: int = 32
+    learned_token: str = "query"
+    family: str = ""
+    family_param: tuple[str, ...] = ()
+    angle_weight_decay: float = 0.0
     data_source: str = "auto"
     tokenizer: str = "bpe"
     bpe_vocab: int = 4096
@@ -67,6 +71,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         """The training fields here; the architecture (arm included) by ``ModelConfig`` (``model_config``)."""
+        object.__setattr__(self, "family_param", tuple(self.family_param))
         for name, low, high in (("seq_len", 2, 2**16), ("batch_size", 1, 2**16), ("steps", 1, 10**8),
                                 ("warmup", 0, 10**8), ("seed", 0, 2**63 - 1), ("checkpoint_every", 1, 10**8),
                                 ("log_every", 1, 10**8)):
@@ -78,9 +83,10 @@ class TrainConfig:
         check_bpe_vocab(self.bpe_vocab)
         check_val_fraction(self.val_fraction)
         for name, low, high in (("lr", 0.0, 1.0), ("angle_lr_scale", 0.0, 1e4), ("min_lr_ratio", 0.0, 1.0),
-                                ("weight_decay", 0.0, 10.0), ("grad_clip", 0.0, 1e6)):
+                                ("weight_decay", 0.0, 10.0), ("angle_weight_decay", 0.0, 10.0), ("grad_clip", 0.0, 1e6)):
             v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and low <= v <= high and (name == "min_lr_ratio" or v > low)):
+            closed = name in ("min_lr_ratio", "angle_weight_decay")
+            if not (isinstance(v, (int, float)) and low <= v <= high and (closed or v > low)):
                 raise field_error(name, f"must be a number in ({low}, {high}], got {v!r}")
         self.model_config(2)
 
@@ -90,7 +96,7 @@ class TrainConfig:
         return ModelConfig(vocab_size=vocab_size, **arch)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "family_param": list(self.family_param)}
 
     @classmethod
     def normalised(cls, d: dict) -> dict:
@@ -134,12 +140,12 @@ def build_model(cfg: TrainConfig, vocab_size: int) -> ProbeModel:
 
 
 def make_optimizer(model: ProbeModel, cfg: TrainConfig) -> torch.optim.AdamW:
-    """AdamW with weight decay on matrices only: not on LayerNorm, biases, or the learned arms' angle tables
-    (decay would pull every token's angle back towards RoPE, a prior the paper's arm does not have).
+    """AdamW with weight decay ``weight_decay`` on matrices, none on LayerNorm and biases.
 
-    The angle tables form their own group, whose rate is ``angle_lr_scale`` times the schedule's (each group's
-    ``lr_scale``; ``lr_at`` gives the schedule): at scale 1 every parameter follows one AdamW rate, as in the
-    paper; probes/REPORT.md gives the measurements behind the scale the sweep uses for the learned arms."""
+    The learned arms' angle tables form their own group: rate ``angle_lr_scale`` times the schedule's (each group's
+    ``lr_scale``; ``lr_at`` gives the schedule), weight decay ``angle_weight_decay`` (decay pulls every token's
+    angle back towards RoPE's).  The author's public code trains the tables in the one AdamW group: scale 1 and
+    decay 0.1; probes/REPORT.md gives the measurements behind the scale and decay the sweep's arms use."""
     def is_table(name: str) -> bool:
         return "angle_table" in name
     named = list(model.named_parameters())
@@ -149,13 +155,13 @@ def make_optimizer(model: ProbeModel, cfg: TrainConfig) -> torch.optim.AdamW:
     groups = [{"params": decay, "weight_decay": cfg.weight_decay, "lr_scale": 1.0},
               {"params": rest, "weight_decay": 0.0, "lr_scale": 1.0}]
     if tables:
-        groups.append({"params": tables, "weight_decay": 0.0, "lr_scale": cfg.angle_lr_scale})
+        groups.append({"params": tables, "weight_decay": cfg.angle_weight_decay, "lr_scale": cfg.angle_lr_scale})
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95))
 
 
-def batch_loss(model: ProbeModel, x: torch.Tensor, y: torch.Tensor, uniforms: torch.Tensor | None) -> torch.Tensor:
+def batch_loss(model: ProbeModel, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor | None) -> torch.Tensor:
     """Mean next-token cross entropy (nats) over all positions."""
-    logits = model(x, None, uniforms).logits
+    logits = model(x, None, noise).logits
     return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
 
@@ -259,8 +265,8 @@ def train(cfg: TrainConfig, out_dir: Path, *, data: TokenData | None = None, dat
         for group in opt.param_groups:
             group["lr"] = lr * group["lr_scale"]
         x, y = sample_batch(data.train, cfg.batch_size, cfg.seq_len, data_gen)
-        uniforms = model.draw_uniforms(cfg.batch_size, cfg.seq_len, noise_gen)
-        loss = batch_loss(model, x.to(device), y.to(device), None if uniforms is None else uniforms.to(device))
+        noise = model.draw_noise(cfg.batch_size, cfg.seq_len, noise_gen)
+        loss = batch_loss(model, x.to(device), y.to(device), None if noise is None else noise.to(device))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)

@@ -31,7 +31,7 @@ def run_families(args: argparse.Namespace) -> int:
         for spec in cls.PARAMS:
             only = f" (only with {spec.only_with[0]} = {' or '.join(spec.only_with[1])})" if spec.only_with else ""
             print(f"    {spec.name:<12} default {spec.default!s:<10} {spec.allowed():<40} {spec.doc}{only}")
-    print("user-defined: --family package.module:ClassName (see README, 'Adding a family')")
+    print("user-defined: --family package.module:ClassName (see docs/families.md, 'Adding a family')")
     return 0
 
 

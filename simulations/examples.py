@@ -1,4 +1,4 @@
-"""A user-defined family, written exactly as a user would (README: "Adding a family").
+"""A user-defined family, written exactly as a user would (docs/families.md: "Adding a family").
 
 Signed permutations: A = P diag(s) with P a uniform random permutation matrix and s uniform in {-1, 1}^d.
 E[A] = 0 (the signs average out), so the family is incoherent after one step; with the signs removed
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .params import ParamSpec, param_dataclass
-from .steps import DenseSteps
+from .steps import AngleSteps, DenseSteps
 
 
 @param_dataclass
@@ -28,3 +28,21 @@ class SignedPermutation:
         a = np.zeros((batch, n_steps, self.dim, self.dim))
         np.put_along_axis(a, perm[..., None], signs[..., None], axis=-1)
         return DenseSteps(a)
+
+
+@param_dataclass
+class TwoPointAngles:
+    """Block SO(2) steps whose angles are +-a with probability 1/2, independently per step and plane.
+
+    phi(k) = E exp(i k theta) = cos(k a), so |E[A_n ... A_1]| per plane is |cos a|^n: incoherent after a few
+    steps unless a is near a multiple of pi.  A user family as a user writes it (module:Class), trainable as a
+    probe arm: ``accum probe train --arm family --family accum.simulations.examples:TwoPointAngles
+    --family-param a=0.7``."""
+
+    PARAMS = (
+        ParamSpec("dim", "int", 8, "head dimension d (even: d/2 planes)", lo=2, hi=4096, even=True),
+        ParamSpec("a", "float", 1.0, "the angle's magnitude: theta = +-a", lo=0.0, hi=1e3),
+    )
+
+    def sample(self, rng: np.random.Generator, n_steps: int, batch: int) -> AngleSteps:
+        return AngleSteps(self.a * rng.choice([-1.0, 1.0], size=(batch, n_steps, self.dim // 2)))

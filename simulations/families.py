@@ -2,7 +2,7 @@
 
 The protocol every family satisfies (built-in or user-defined) is ``Family``: a ``dim`` and
 ``sample(rng, n_steps, batch) -> Steps``.  That is all the estimators, checks and figures use, so a new
-family plugs in without touching the engine (see ``simulations.examples`` and the README).
+family plugs in without touching the engine (see ``simulations.examples`` and docs/families.md).
 
 Built-ins (``FAMILIES``; ``accum families`` prints their parameters and ranges):
 

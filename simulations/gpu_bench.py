@@ -6,7 +6,7 @@
 Times ``near_weight`` (far mass) and ``far_residual`` with angles drawn on the device
 (so2-accumulated, Gaussian law, d = 64), and the bare draw of the same angles on the same device as their
 floor; prints far tokens per second and the ratios, and writes them as JSON.  Until it has been run on a
-GPU, the README says so: no figure here comes from a GPU.  Ctrl-C, SIGTERM (or ``timeout -s INT``) stops it
+GPU, docs/benchmarks.md says so: no figure here comes from a GPU.  Ctrl-C, SIGTERM (or ``timeout -s INT``) stops it
 with one line, exit status 130, and no JSON written.
 """
 

@@ -1,4 +1,4 @@
-"""The architecture as a checked contract (README "Layout").
+"""The architecture as a checked contract (docs/families.md, "Layout").
 
 * The import contracts of pyproject.toml (``[tool.importlinter]``: the layers, no cycles between the modules of
   any package, figures never calling the estimators) hold, checked by import-linter on the package as installed;

@@ -1,13 +1,22 @@
-"""The README's examples run as printed: every ```python block of README.md is executed as it stands (its code,
-then its ``>>>`` lines as a doctest, each printed output compared with the README's), and the "Adding a family"
-examples are checked further -- the shipped user family, the two-point angle law (numpy and torch samplers) and the
-sign-flip family with exact moments.  Statistical checks: each two-point sampler against its characteristic
-function, false-failure budget 1e-4 each."""
+"""The documentation's examples run as printed, on every page: README.md and every docs/*.md.
+
+* Every ```python block is executed as it stands (its code, then its ``>>>`` lines as a doctest, each printed output
+  compared with the page's).
+* Every ```console block is run command by command (``$ `` lines, through bash, in a fresh temporary folder, with the
+  venv's ``accum`` first on ``PATH``); what the command prints (stdout and stderr together) must match the lines
+  shown under it, where ``...`` stands for any text (doctest's ELLIPSIS) and runs of whitespace compare equal.
+
+The "Adding a family" examples are checked further -- the shipped user family, the two-point angle law (numpy and
+torch samplers) and the sign-flip family with exact moments.  Statistical checks: each two-point sampler against its
+characteristic function, false-failure budget 1e-4 each."""
 
 import contextlib
 import doctest
 import io
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,18 +25,42 @@ from conftest import assert_within
 
 from accum.simulations import examples, laws
 
-README = Path(__file__).parents[1] / "README.md"
+ROOT = Path(__file__).parents[1]
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def fenced_blocks(language: str) -> list[tuple[Path, str]]:
+    """(page, text) of every ```language block of every page, dedented to the fence's own indentation (a block may
+    sit inside a list item)."""
+    found = []
+    for page in PAGES:
+        for indent, body in re.findall(rf"^( *)```{language}\n(.*?)^\1```", page.read_text(), flags=re.S | re.M):
+            lines = [line[len(indent):] if line.startswith(indent) else line for line in body.splitlines()]
+            found.append((page, "\n".join(lines) + "\n"))
+    return found
 
 
 def python_blocks() -> list[str]:
-    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    return [text for _, text in fenced_blocks("python")]
+
+
+def console_examples() -> list[tuple[str, str, str]]:
+    """(page name, command, expected output) of every ``$ `` command of every ```console block."""
+    examples_ = []
+    for page, text in fenced_blocks("console"):
+        for chunk in re.split(r"^(?=\$ )", text, flags=re.M):
+            if chunk.startswith("$ "):
+                command, _, expected = chunk[2:].partition("\n")
+                examples_.append((page.name, command, expected))
+    return examples_
 
 
 def readme_block(marker: str) -> tuple[str, list[str]]:
-    """(code, session): the README's ```python block containing ``marker``, split into its code and its ``>>>``
-    lines (the expressions, without the prompt)."""
+    """(code, session): the documentation's ```python block containing ``marker``, split into its code and its
+    ``>>>`` lines (the expressions, without the prompt)."""
     blocks = [b for b in python_blocks() if marker in b]
-    assert len(blocks) == 1, f"{len(blocks)} README blocks contain {marker!r}"
+    assert len(blocks) == 1, f"{len(blocks)} documentation blocks contain {marker!r}"
     lines = blocks[0].splitlines()
     first_prompt = next((i for i, line in enumerate(lines) if line.startswith(">>>")), len(lines))
     return "\n".join(lines[:first_prompt]), [line[4:] for line in lines if line.startswith(">>> ")]
@@ -53,23 +86,41 @@ def assert_draws_follow_characteristic(law, theta: np.ndarray) -> None:
                           part(law.characteristic(k, dim)), 1e-4 / 3)
 
 
+def test_the_pages_hold_the_examples():
+    """Every page is read: the README and each docs page exist, and the python and console blocks are found."""
+    assert README in PAGES and len(PAGES) >= 8
+    assert len(python_blocks()) >= 5 and len(console_examples()) >= 6
+
+
 @pytest.mark.parametrize("block", python_blocks(), ids=lambda b: b.strip().splitlines()[0][:40])
-def test_every_readme_example_runs_and_prints_what_the_readme_shows(block):
-    """A block's code before its first ``>>>`` runs in a fresh namespace and prints nothing (the README shows no
+def test_every_python_example_runs_and_prints_what_the_page_shows(block):
+    """A block's code before its first ``>>>`` runs in a fresh namespace and prints nothing (the page shows no
     output for it); its ``>>>`` lines then run as a doctest (whitespace-insensitive) in that namespace."""
     lines = block.splitlines()
     first_prompt = next((i for i, line in enumerate(lines) if line.startswith(">>>")), len(lines))
     namespace: dict = {}
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile("\n".join(lines[:first_prompt]), str(README), "exec"), namespace)
+        exec(compile("\n".join(lines[:first_prompt]), "<documentation>", "exec"), namespace)
     assert printed.getvalue() == ""
-    session = doctest.DocTestParser().get_doctest("\n".join(lines[first_prompt:]) + "\n", namespace, "README",
-                                                  str(README), 0)
+    session = doctest.DocTestParser().get_doctest("\n".join(lines[first_prompt:]) + "\n", namespace, "page",
+                                                  "<documentation>", 0)
     runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
     report = io.StringIO()
     runner.run(session, out=report.write, clear_globs=False)
     assert runner.failures == 0, report.getvalue()
+
+
+@pytest.mark.parametrize("page,command,expected", console_examples(), ids=lambda v: str(v)[:50])
+def test_every_console_example_prints_what_the_page_shows(page, command, expected, tmp_path):
+    """The command, run as printed from an empty folder, prints the lines shown (``...``: any text)."""
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+               OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    run = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, timeout=120)
+    checker = doctest.OutputChecker()
+    flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+    assert checker.check_output(expected, run.stdout, flags), f"{page}: $ {command}\n--- shown\n{expected}--- printed\n{run.stdout}"
 
 
 def test_readme_user_family_is_the_shipped_example():

@@ -10,6 +10,7 @@ from accum.probes import cli as probe_cli
 from accum.probes import sweep as probe_sweep
 from accum.probes.data import char_data, eval_windows, window_count
 from accum.probes.evaluate import EvalConfig
+from accum.probes.sweep import SweepConfig
 from accum.probes.train import TrainConfig, train
 
 torch.set_num_threads(1)
@@ -55,9 +56,16 @@ REFUSED = {
     "sweep negative train seed": (["sweep", "--out", "{tmp}/s", "--seeds", "0", "1", "-1"], ["--seeds must", "[0, 1, -1]"]),
     "sweep two seeds": (["sweep", "--out", "{tmp}/s", "--seeds", "0", "1"], ["--seeds must", "at least 3"]),
     "sweep too few windows": (["sweep", "--out", "{tmp}/s", "--n-tokens", "1000"],
-                              ["--n-tokens must be >= 4 x --seq-len", "32768", "got 1000"]),
-    "sweep bad order": (["sweep", "--out", "{tmp}/s", "--order", "random"], ["--order must be one of seed, arm", "'random'"]),
-    "sweep bad shard": (["sweep", "--out", "{tmp}/s", "--shard", "2/2"], ["--shard", "'2/2'"]),
+                              ["--n-tokens must be >= 2 x --seq-len", "131072", "got 1000"]),
+    "sweep workers zero": (["sweep", "--out", "{tmp}/s", "--workers", "0"], ["--workers", "got 0"]),
+    "sweep bad scheduler": (["sweep", "--out", "{tmp}/s", "--scheduler", "http://x:1"], ["--scheduler", "scheme"]),
+    "sweep variant unknown field": (["sweep", "--out", "{tmp}/s", "--variant", "v", "arm=rope", "colour=red"],
+                                    ["--variant v", "'colour'"]),
+    "sweep variant without arm": (["sweep", "--out", "{tmp}/s", "--variant", "v", "learned_token=key", "--arms", "v"],
+                                  ["--variant", "must set arm"]),
+    "sweep variant named as an arm": (["sweep", "--out", "{tmp}/s", "--variant", "rope", "arm=learned"],
+                                      ["--variant", "'rope'"]),
+    "sweep family arm without family": (["sweep", "--out", "{tmp}/s", "--arms", "family"], ["--family", "required"]),
     "sweep empty out": (["sweep", "--out", ""], ["--out", "empty path"]),
     "sweep unknown preset": (["sweep", "--out", "{tmp}/s", "--preset", "tpu"], ["--preset", "'tpu'"]),
     "train empty out": (["train", "--out", ""], ["--out", "empty path"]),
@@ -192,16 +200,17 @@ def test_eval_on_too_short_a_split_names_the_flags(tmp_path, finished_run, monke
 
 
 SHIPPED_SWEEP = Path(__file__).resolve().parents[2] / "probes" / "results" / "cpu" / "sweep.json"
-EDITED_SWEEPS = {  # a hand edit of the shipped sweep.json -> what the one error line names
-    "string ppl": (lambda s: s["runs"]["rope"]["0"].update(ppl="abc"), "runs.rope.0.ppl must be a list of 7 entries"),
-    "short ppl": (lambda s: s["runs"]["rope"]["1"].update(ppl=[1.0, 2.0]), "runs.rope.1.ppl must be a list of 7"),
-    "nan ppl": (lambda s: s["runs"]["nope"]["2"]["ppl"].__setitem__(3, float("nan")), "runs.nope.2.ppl[3] must be a finite"),
+EDITED_SWEEPS = {  # a hand edit of a tiny sweep's sweep.json -> what the one error line names
+    "string ppl": (lambda s: s["runs"]["rope"]["0"].update(ppl="abc"), "runs.rope.0.ppl must be a list of 3 entries"),
+    "short ppl": (lambda s: s["runs"]["rope"]["1"].update(ppl=[1.0, 2.0]), "runs.rope.1.ppl must be a list of 3"),
+    "nan ppl": (lambda s: s["runs"]["random"]["2"]["ppl"].__setitem__(2, float("nan")),
+                "runs.random.2.ppl[2] must be a finite"),
     "negative ppl": (lambda s: s["runs"]["alibi"]["0"]["ppl_last_segment"].__setitem__(0, -5.0),
                      "runs.alibi.0.ppl_last_segment[0] must be a finite number > 0, got -5.0"),
     "far mass above 1": (lambda s: s["runs"]["rope"]["0"]["far_mass"].__setitem__(2, 1.5), "runs.rope.0.far_mass[2]"),
     "string multipliers": (lambda s: s.update(multipliers="abc"), "multipliers must be config.eval.multipliers"),
     "empty runs": (lambda s: s.update(runs={}), "missing must list the "),
-    "unknown arm": (lambda s: s["runs"].update(spiral={}), "runs must be an object keyed by some of nope, rope"),
+    "unknown arm": (lambda s: s["runs"].update(spiral={}), "runs must be an object keyed by some of rope, random"),
     "unknown seed": (lambda s: s["runs"]["rope"].update({"999": s["runs"]["rope"]["0"]}), "runs.rope must be an object"),
     "run not an object": (lambda s: s["runs"]["rope"].update({"0": 3}), "runs.rope.0 must be a run summary"),
     "angle spread not a list": (lambda s: s["runs"]["rope"]["0"].update(angle_spread="x"),
@@ -209,12 +218,22 @@ EDITED_SWEEPS = {  # a hand edit of the shipped sweep.json -> what the one error
 }
 
 
+@pytest.fixture(scope="module")
+def tiny_sweep(tmp_path_factory):
+    """sweep.json of the ``tiny`` preset's design (rope, random, alibi x 3 seeds) on the test text."""
+    out = tmp_path_factory.mktemp("sweep")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("accum.probes.sweep.load_data", lambda cfg, cache: (DATA, {"source": "test"}))
+        assert main(["probe", "sweep", "--preset", "tiny", "--out", str(out), "--threads", "1", "--no-progress"]) == 0
+    return out / "sweep.json"
+
+
 @pytest.mark.parametrize("case", sorted(EDITED_SWEEPS))
-def test_report_refuses_a_hand_edited_sweep_naming_the_field(case, tmp_path, capsys):
+def test_report_refuses_a_hand_edited_sweep_naming_the_field(case, tmp_path, tiny_sweep, capsys):
     import json
 
     edit, fragment = EDITED_SWEEPS[case]
-    sweep = json.loads(SHIPPED_SWEEP.read_text())
+    sweep = json.loads(tiny_sweep.read_text())
     edit(sweep)
     path = tmp_path / "sweep.json"
     path.write_text(json.dumps(sweep))
@@ -234,10 +253,9 @@ def test_report_reads_the_committed_sweep_without_training(monkeypatch, capsys):
         raise AssertionError("data was loaded or a model trained")
     for target in ("accum.probes.cli.train", "accum.probes.cli.load_data", "accum.probes.cli.run_sweep"):
         monkeypatch.setattr(target, forbidden)
-    path = Path(__file__).resolve().parents[2] / "probes" / "results" / "cpu" / "sweep.json"
+    path = SHIPPED_SWEEP
     shipped = json.loads(path.read_text())
-    cfg = shipped["config"]
-    again = stats.verdicts(shipped["runs"], cfg["arms"], cfg["seeds"], cfg["looks"], cfg["alpha"])
+    again = SweepConfig.from_dict(shipped["config"]).verdicts(shipped["runs"])
     assert shipped["verdicts"] == json.loads(json.dumps(again))
     assert main(["probe", "report", "--sweep", str(path)]) == 0
     out = capsys.readouterr().out
@@ -245,3 +263,4 @@ def test_report_reads_the_committed_sweep_without_training(monkeypatch, capsys):
     assert (f"{done} (arm, seed) runs finished, {len(shipped['missing'])} more asked for by the stopping rule; "
             f"complete: {str(shipped['complete']).lower()}") in out
     assert out.count("| random_beats_rope |") == 2 and "learned_stays_near_1x" in out
+    assert "| qkv_beats_qk:random_qkv_indep |" in out and "| learned_stays_near_1x:learned_key |" in out

@@ -2,12 +2,14 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
 from accum.probes import transforms as tf
-from accum.probes.model import (ARMS, RANDOM_ARMS, TOKEN_ARMS, VALUE_ROTATING_ARMS, Attention, ModelConfig,
-                                ProbeModel, empty_state)
+from accum.probes.model import (ARMS, INDEPENDENT_VALUE_ARMS, RANDOM_ARMS, TOKEN_ARMS, VALUE_ROTATING_ARMS, Attention,
+                                ModelConfig, ProbeModel, empty_state)
+from accum.probes.model import family_angles, family_of
 from accum.simulations import reference
 from accum.simulations.steps import HouseholderSteps
 
@@ -19,11 +21,35 @@ VOCAB = 13
 SHAPES = [(32, 2, 4, 4), (36, 3, 3, 5)]
 
 
-def tiny_model(arm: str, dtype=torch.float64, shape: tuple[int, int, int, int] = SHAPES[0]) -> ProbeModel:
+#: every arm, the learned arms also with the key-side token, the family arms with a von Mises law (nonzero mean
+#: angle) and with a user family (module:Class)
+FAMILY = {"family": "so2-accumulated", "family_param": ("law=vonmises", "mu=0.4", "kappa=3")}
+USER_FAMILY = {"family": "accum.simulations.examples:TwoPointAngles", "family_param": ("a=0.7",)}
+ARM_CASES = [(arm, FAMILY if arm == "family" else USER_FAMILY if arm == "family_qkv" else {}) for arm in ARMS] + [
+    ("learned", {"learned_token": "key"}), ("learned_qkv", {"learned_token": "key"})]
+ARM_IDS = [arm + "-" + "-".join(str(v) for v in extra.values()) if extra else arm for arm, extra in ARM_CASES]
+
+
+def arm_options(arm: str) -> dict:
+    """The extra ``ModelConfig`` fields an arm needs (the family arms' family)."""
+    return FAMILY if arm == "family" else USER_FAMILY if arm == "family_qkv" else {}
+
+
+def layer_noise(attn: Attention, batch: int, length: int, gen: torch.Generator) -> torch.Tensor | None:
+    """One layer's draws (B, T, walks, H, P) as ``ProbeModel.draw_noise`` makes them."""
+    shape = attn.noise_shape(batch, length)
+    if shape is None:
+        return None
+    if attn.cfg.family:
+        return family_angles(family_of(attn.cfg), (batch, length, 1, *shape[2:]), gen)[:, :, 0]
+    return torch.rand(shape, generator=gen, dtype=torch.float64)
+
+
+def tiny_model(arm: str, dtype=torch.float64, shape: tuple[int, int, int, int] = SHAPES[0], **extra) -> ProbeModel:
     """2 layers of the given shape; angle gains and PaTH beta perturbed away from their init."""
     d_model, n_heads, path_rank, path_block = shape
     cfg = ModelConfig(arm=arm, vocab_size=VOCAB, d_model=d_model, n_heads=n_heads, n_layers=2, path_rank=path_rank,
-                      path_block=path_block)
+                      path_block=path_block, **extra)
     gen = torch.Generator().manual_seed(7)
     model = ProbeModel(cfg, gen).to(dtype)
     with torch.no_grad():
@@ -37,10 +63,10 @@ def tokens(batch: int, length: int, seed: int = 3) -> torch.Tensor:
     return torch.randint(0, VOCAB, (batch, length), generator=torch.Generator().manual_seed(seed))
 
 
-def model_and_inputs(arm: str, shape, batch: int, length: int, seed: int, dtype=torch.float64):
-    """``tiny_model`` with ``batch`` token sequences of ``length`` and the model's uniforms drawn at ``seed``."""
-    model = tiny_model(arm, dtype, shape=shape)
-    return model, tokens(batch, length), model.draw_uniforms(batch, length, torch.Generator().manual_seed(seed))
+def model_and_inputs(arm: str, shape, batch: int, length: int, seed: int, dtype=torch.float64, **extra):
+    """``tiny_model`` with ``batch`` token sequences of ``length`` and the model's noise drawn at ``seed``."""
+    model = tiny_model(arm, dtype, shape=shape, **extra)
+    return model, tokens(batch, length), model.draw_noise(batch, length, torch.Generator().manual_seed(seed))
 
 
 def logits_by_chunks(model, idx, chunk, uniforms):
@@ -55,17 +81,17 @@ def logits_by_chunks(model, idx, chunk, uniforms):
 
 @pytest.mark.parametrize("dtype, length, atol", [(torch.float64, 19, 1e-10), (torch.float32, 17, 2e-5)])
 @pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("arm", ARMS)
-def test_cached_one_token_decoding_equals_parallel_pass(arm, shape, dtype, length, atol):
-    model, idx, u = model_and_inputs(arm, shape, 2, length, seed=0, dtype=dtype)
+@pytest.mark.parametrize("arm, extra", ARM_CASES, ids=ARM_IDS)
+def test_cached_one_token_decoding_equals_parallel_pass(arm, extra, shape, dtype, length, atol):
+    model, idx, u = model_and_inputs(arm, shape, 2, length, seed=0, dtype=dtype, **extra)
     with torch.no_grad():
         assert torch.allclose(logits_by_chunks(model, idx, 1, u), model(idx, None, u).logits, rtol=0, atol=atol)
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("arm", ARMS)
-def test_chunked_pass_equals_full_attention(arm, shape):
-    model, idx, u = model_and_inputs(arm, shape, 3, 23, seed=1)
+@pytest.mark.parametrize("arm, extra", ARM_CASES, ids=ARM_IDS)
+def test_chunked_pass_equals_full_attention(arm, extra, shape):
+    model, idx, u = model_and_inputs(arm, shape, 3, 23, seed=1, **extra)
     with torch.no_grad():
         full = model(idx, None, u).logits
         for chunk in (5, 8):
@@ -73,9 +99,9 @@ def test_chunked_pass_equals_full_attention(arm, shape):
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("arm", ARMS)
-def test_no_future_token_leakage(arm, shape):
-    model, idx, u = model_and_inputs(arm, shape, 2, 16, seed=2)
+@pytest.mark.parametrize("arm, extra", ARM_CASES, ids=ARM_IDS)
+def test_no_future_token_leakage(arm, extra, shape):
+    model, idx, u = model_and_inputs(arm, shape, 2, 16, seed=2, **extra)
     changed = idx.clone()
     changed[:, 9] = (changed[:, 9] + 1) % VOCAB
     with torch.no_grad():
@@ -183,7 +209,7 @@ def test_rotate_planes_is_interleaved_complex_multiplication():
 @pytest.mark.parametrize("arm", VALUE_ROTATING_ARMS)
 def test_value_rotation_transports_values_by_the_step_products(arm):
     """*_qkv arms: output_i = sum_j a_ij A_i ... A_{j+1} v_j (before the output projection), per head."""
-    cfg = ModelConfig(arm=arm, vocab_size=VOCAB, d_model=8, n_heads=2, n_layers=1)
+    cfg = ModelConfig(arm=arm, vocab_size=VOCAB, d_model=8, n_heads=2, n_layers=1, **arm_options(arm))
     attn = Attention(cfg).double()
     g = torch.Generator().manual_seed(9)
     with torch.no_grad():
@@ -192,12 +218,16 @@ def test_value_rotation_transports_values_by_the_step_products(arm):
         attn.out.weight.copy_(torch.eye(8, dtype=torch.float64))
     x = torch.randn(1, 7, 8, generator=g, dtype=torch.float64)
     idx = tokens(1, 7)
-    u = torch.rand(attn.uniforms_shape(1, 7), generator=g, dtype=torch.float64) if arm in RANDOM_ARMS else None
+    u = layer_noise(attn, 1, 7, g)
     with torch.no_grad():
         res = attn(x, idx, empty_state(1, cfg, x), u, need_weights=True)
         _, _, v = attn.heads(x)
+    value_steps = res.step_angles
+    if arm in INDEPENDENT_VALUE_ARMS:  # the values' own walk: U(-omega, omega) from the second walk's draws
+        value_steps = tf.uniform_step_angles(u[:, :, 1], -attn.omega, attn.omega).transpose(1, 2)
+        assert not torch.allclose(value_steps, res.step_angles)
     for h in range(2):
-        mats = torch.stack([dense_rotation(th) for th in res.step_angles[0, h]])
+        mats = torch.stack([dense_rotation(th) for th in value_steps[0, h]])
         for i in range(7):
             ref = torch.zeros(4, dtype=torch.float64)
             for j in range(i + 1):
@@ -231,7 +261,7 @@ def test_learned_qkv_at_init_equals_random_drift_qkv_at_the_midpoint():
     cfg = dict(vocab_size=VOCAB, d_model=32, n_heads=2, n_layers=2)
     learned = ProbeModel(ModelConfig(arm="learned_qkv", **cfg), torch.Generator().manual_seed(1)).double()
     drift = ProbeModel(ModelConfig(arm="random_drift_qkv", **cfg), torch.Generator().manual_seed(1)).double()
-    half = torch.full(drift.draw_uniforms(2, 11, torch.Generator()).shape, 0.5, dtype=torch.float64)
+    half = torch.full(drift.draw_noise(2, 11, torch.Generator()).shape, 0.5, dtype=torch.float64)
     with torch.no_grad():
         assert torch.allclose(learned(idx).logits, drift(idx, None, half).logits, rtol=0, atol=1e-12)
         assert not torch.allclose(learned(idx).logits, drift(idx, None, 0.9 * half).logits, rtol=0, atol=1e-6)
@@ -263,10 +293,11 @@ def test_random_angles_are_uniform_on_their_interval_per_head(arm, low, high):
     cfg = ModelConfig(arm=arm, vocab_size=VOCAB, d_model=8, n_heads=2, n_layers=1)
     attn = Attention(cfg).double()
     n = 20000
-    u = torch.rand(attn.uniforms_shape(2, n), generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    u = torch.rand(attn.noise_shape(2, n), generator=torch.Generator().manual_seed(4), dtype=torch.float64)
     x = torch.zeros(2, n, 8, dtype=torch.float64)
+    idx = torch.zeros(2, n, dtype=torch.long)
     with torch.no_grad():
-        theta = attn._step_angles(x, torch.zeros(2, n, dtype=torch.long), u)  # (B, H, T, P)
+        theta = attn._step_angles(x, idx, empty_state(2, cfg, x), u)  # (B, H, T, P)
     ratio = theta / attn.omega
     assert ratio.min() >= low and ratio.max() < high
     assert ratio.min() < low + 1e-3 and ratio.max() > high - 1e-3
@@ -307,10 +338,39 @@ def test_bad_model_config_names_the_parameter(kwargs, name):
         ModelConfig(**kwargs)
 
 
-def test_random_arm_needs_uniforms():
-    model = tiny_model("random")
-    with pytest.raises(ValueError, match="uniforms"):
+@pytest.mark.parametrize("arm", ["random", "random_qkv_indep", "family"])
+def test_noise_arms_need_their_draws(arm):
+    model = tiny_model(arm, **arm_options(arm))
+    with pytest.raises(ValueError, match="needs noise of shape"):
         model(tokens(1, 4))
+
+
+@pytest.mark.parametrize("dtype, atol", [(torch.float64, 1e-12), (torch.float32, 2e-6)])
+@pytest.mark.parametrize("arm, extra", ARM_CASES, ids=ARM_IDS)
+def test_far_mass_pass_equals_the_weights(arm, extra, dtype, atol):
+    """The evaluation pass (fused kernel over the cache, far mass from the near log-sum-exp) against the explicit
+    softmax of the whole window: logits, and per query sum_{j <= i - far} a_ij, on odd chunk sizes and a far
+    lag (6) that divides neither the length (29) nor the chunks; float32 against the float64 reference."""
+    model, idx, u = model_and_inputs(arm, SHAPES[1], 2, 29, seed=5, **extra)
+    far = 6
+    with torch.no_grad():
+        ref = model(idx, None, u, need_weights=True)
+        model32 = model.to(dtype)
+        for chunk in (5, 29):
+            states, logits, fars = None, [], []
+            for a in range(0, 29, chunk):
+                out = model32(idx[:, a:a + chunk], states, None if u is None else u[:, a:a + chunk], far=far)
+                states = out.states
+                logits.append(out.logits)
+                fars.append(torch.stack(out.far_mass))
+            fars = torch.cat(fars, dim=-1)  # (layers, B, H, T)
+            assert torch.allclose(torch.cat(logits, 1).double(), ref.logits, rtol=0, atol=50 * atol)
+            for layer, w in enumerate(ref.weights):
+                i = torch.arange(29)[:, None]
+                want = (w * (torch.arange(29)[None, :] <= i - far)).sum(-1)
+                assert torch.allclose(fars[layer], want, rtol=0, atol=atol)
+                assert torch.equal(fars[layer][..., :far], torch.zeros_like(fars[layer][..., :far]))
+        model.double()
 
 
 def test_random_arm_draws_differ_between_passes():
@@ -318,9 +378,59 @@ def test_random_arm_draws_differ_between_passes():
     g = torch.Generator().manual_seed(0)
     idx = tokens(1, 12)
     with torch.no_grad():
-        a, b = (model(idx, None, model.draw_uniforms(1, 12, g)).logits for _ in range(2))
+        a, b = (model(idx, None, model.draw_noise(1, 12, g)).logits for _ in range(2))
     assert not torch.allclose(a, b)
-    assert tiny_model("rope").draw_uniforms(1, 3, g) is None
+    assert tiny_model("rope").draw_noise(1, 3, g) is None
+
+
+def test_key_side_learned_step_comes_from_the_tokens_before_the_query():
+    """learned_token = key: Theta_i - Theta_j = sum_{s=j}^{i-1} theta(x_s) (the author's convention); query side:
+    sum_{s=j+1}^{i} theta(x_s).  Checked on the step angles of one pass and across a chunk boundary."""
+    idx = tokens(1, 9)
+    cfg = dict(arm="learned", vocab_size=VOCAB, d_model=8, n_heads=2, n_layers=1)
+    models = {side: ProbeModel(ModelConfig(**cfg, learned_token=side), torch.Generator().manual_seed(2)).double()
+              for side in ("query", "key")}
+    with torch.no_grad():
+        table = models["query"].blocks[0].attn.angle_table.weight
+        table.copy_(torch.randn(table.shape, generator=torch.Generator().manual_seed(3), dtype=table.dtype))
+        models["key"].load_state_dict(models["query"].state_dict())
+        per_token = tf.token_step_angles(table.view(VOCAB, 2, 2), models["query"].blocks[0].attn.omega)  # (V, H, P)
+        steps = {side: m(idx).step_angles[0][0] for side, m in models.items()}  # (H, T, P)
+        first = models["key"](idx[:, :4])
+        rest = models["key"](idx[:, 4:], first.states).step_angles[0][0]
+    theta = per_token[idx[0]].transpose(0, 1)  # (H, T, P): theta(x_t)
+    assert torch.allclose(steps["query"], theta, rtol=0, atol=1e-14)
+    assert torch.equal(steps["key"][:, 0], torch.zeros_like(steps["key"][:, 0]))
+    assert torch.allclose(steps["key"][:, 1:], theta[:, :-1], rtol=0, atol=1e-14)
+    assert torch.allclose(rest, theta[:, 3:-1], rtol=0, atol=1e-14)
+
+
+def test_family_arm_draws_are_the_familys_own_samples():
+    """family arms: the draws of (batch row, layer, walk, head) are independent paths of the family's ``sample``
+    from one numpy Generator seeded by the torch Generator (so a restored Generator replays them)."""
+    model = tiny_model("family", **FAMILY)
+    g = torch.Generator().manual_seed(11)
+    state = g.get_state()
+    noise = model.draw_noise(3, 10, g)  # (B, T, L, W, H, P)
+    g.set_state(state)
+    assert torch.equal(noise, model.draw_noise(3, 10, g))
+    g.set_state(state)
+    seed = int(torch.randint(0, 2**62, (1,), generator=g).item())
+    family = family_of(model.cfg)
+    direct = family.sample(np.random.default_rng(seed), 10, 3 * 2 * 1 * 2).angles().reshape(3, 2, 1, 2, 10, 8)
+    assert torch.equal(noise, torch.from_numpy(direct).permute(0, 4, 1, 2, 3, 5))
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(arm="family"), "family"), (dict(arm="rope", family="so2-accumulated"), "family"),
+    (dict(arm="rope", family_param=("law=uniform",)), "family_param"),
+    (dict(arm="family", family="so2-accumulated", family_param=("dim=8",)), "family_param"),
+    (dict(arm="family", family="householder"), "family"),
+    (dict(arm="family", family="so2-accumulated", family_param=("law=uniform", "a=-1")), "a"),
+    (dict(arm="learned", learned_token="middle"), "learned_token")])
+def test_bad_family_or_token_option_names_the_parameter(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        ModelConfig(vocab_size=VOCAB, d_model=16, n_heads=2, **kwargs)
 
 
 @pytest.mark.parametrize("arm", TOKEN_ARMS)

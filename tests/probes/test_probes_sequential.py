@@ -17,7 +17,7 @@ from test_probes_train import DATA, TINY
 
 torch.set_num_threads(1)
 
-BEATS = S.claim_definitions(["rope", "random"])[0]
+BEATS = S.claim_definitions(S.plain_specs(["rope", "random"]))[0]
 
 
 def run(ppl_1x: float, ppl_far: float) -> dict:
@@ -45,11 +45,11 @@ def test_an_unresolved_claim_waits_for_its_next_look_then_reports_the_cap():
     runs = beats_runs(d[:4])
     row = S.sequential_verdict(BEATS, runs, "ppl", list(range(6)), [3, 6], 0.05)
     assert row["stopped"] == "pending" and row["look"] == 6 and row["seeds"] == [0, 1, 2]
-    need = S.needed_runs([row], ["rope", "random"], list(range(6)), [3, 6])
+    need = S.needed_runs([row], S.plain_specs(["rope", "random"]), list(range(6)), [3, 6])
     assert need == {(a, s) for a in ("rope", "random") for s in range(6)}
     row = S.sequential_verdict(BEATS, beats_runs(d), "ppl", list(range(6)), [3, 6], 0.05)
     assert row["stopped"] == "cap" and row["verdict"] == S.NOT_RESOLVED and row["ci"][0] < 0 < row["ci"][1]
-    assert S.needed_runs([row], ["rope", "random"], list(range(6)), [3, 6]) == {
+    assert S.needed_runs([row], S.plain_specs(["rope", "random"]), list(range(6)), [3, 6]) == {
         (a, s) for a in ("rope", "random") for s in range(3)}
 
 
@@ -94,7 +94,7 @@ def test_sequential_sweep_runs_only_what_the_rule_asks_for(tmp_path, monkeypatch
                       eval=replace(SweepConfig().eval, multipliers=(1, 2), n_tokens=4 * 2 * 16, chunk=16),
                       analysis_multiplier=2, analysis_windows=1)
     monkeypatch.setattr("accum.probes.sweep.load_data", lambda c, d: (DATA, {"source": "test"}))
-    res = run_sweep(cfg, tmp_path, threads=1, progress=False)
+    res = run_sweep(cfg, tmp_path, threads=1)
     assert res["complete"] and res["missing"] == []
     assert sorted(res["runs"]["nope"], key=int) == ["0", "1", "2"]
     flat = next(r for r in res["verdicts"] if r["claim"] == "alibi_flat" and r["metric"] == "ppl")
@@ -180,15 +180,28 @@ def test_probe_tables_refuses_a_run_without_tables(tmp_path, capsys):
 
 
 def test_host_robustness_bounds_a_rerun_on_another_machine():
-    """A verdict whose interval clears 0 by less than the host shift is flagged; one far from it is not; moving
-    every run's log perplexity by the tolerance (worst case for the mean) never flips a robust verdict."""
-    far = S.sequential_verdict(BEATS, beats_runs([0.30, 0.32, 0.28]), "ppl", [0, 1, 2], [3], 0.05)
-    near = S.sequential_verdict(BEATS, beats_runs([0.010, 0.011, 0.012]), "ppl", [0, 1, 2], [3], 0.05)
+    """A verdict whose interval clears 0 by less than the host shift is flagged when its runs span machines; one
+    far from it is not; moving every run's log perplexity by the tolerance (worst case for the mean) never flips a
+    robust verdict; runs all from one machine carry no host shift (None)."""
+    def on_hosts(runs: dict, hosts: tuple[str, str]) -> dict:
+        for arm, host in zip(("rope", "random"), hosts):
+            for r in runs[arm].values():
+                r["host"] = host
+        return runs
+    far_runs = on_hosts(beats_runs([0.30, 0.32, 0.28]), ("a", "b"))
+    near_runs = on_hosts(beats_runs([0.010, 0.011, 0.012]), ("a", "b"))
+    far = S.sequential_verdict(BEATS, far_runs, "ppl", [0, 1, 2], [3], 0.05)
+    near = S.sequential_verdict(BEATS, near_runs, "ppl", [0, 1, 2], [3], 0.05)
     assert far["verdict"] == near["verdict"] == S.CONFIRMED
-    assert S.host_robust(BEATS, far) is True and S.host_robust(BEATS, near) is False
-    shift = S.host_shift(BEATS, 3, 0.95)
-    assert shift == pytest.approx(2 * S.HOST_LOG_TOLERANCE * (1 + sps.t.ppf(0.975, 2) / np.sqrt(2)))  # two runs per d
+    assert S.host_robust(BEATS, far, far_runs) is True and S.host_robust(BEATS, near, near_runs) is False
+    one_host = on_hosts(beats_runs([0.010, 0.011, 0.012]), ("a", "a"))
+    assert S.host_robust(BEATS, near, one_host) is None
+    unknown = beats_runs([0.010, 0.011, 0.012])  # runs that do not say where they ran count as other machines
+    assert S.host_robust(BEATS, near, unknown) is False
+    tol = S.HOST_LOG_TOLERANCE["ppl"]
+    shift = S.host_shift(BEATS, 3, 0.95, tol)
+    assert shift == pytest.approx(2 * tol * (1 + sps.t.ppf(0.975, 2) / np.sqrt(2)))  # two runs per d
     moved = beats_runs([0.30, 0.32, 0.28])
     for s in moved["rope"]:
-        moved["rope"][s]["ppl"][-1] *= np.exp(-S.HOST_LOG_TOLERANCE)
+        moved["rope"][s]["ppl"][-1] *= np.exp(-tol)
     assert S.sequential_verdict(BEATS, moved, "ppl", [0, 1, 2], [3], 0.05)["verdict"] == S.CONFIRMED

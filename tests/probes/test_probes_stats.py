@@ -48,7 +48,7 @@ def test_claims_pair_seeds_and_decide_in_both_directions():
         "learned_qkv": {"0": run(10, 25), "1": run(10, 27), "2": run(9, 22)},
         "alibi": {"0": run(10, 10.05), "1": run(11, 11.0), "2": run(12, 11.95)},
     }
-    rows = {(r["claim"], r["metric"]): r for r in S.verdicts(runs, list(runs), [0, 1, 2], [3])}
+    rows = {(r["claim"], r["metric"]): r for r in S.verdicts(runs, S.plain_specs(list(runs)), [0, 1, 2], [3])}
     beat = rows[("random_beats_rope", "ppl")]
     assert beat["seeds"] == [0, 1, 2] and beat["values"] == pytest.approx([math.log(1.10), math.log(1.12), math.log(1.09)])
     assert beat["verdict"] == S.CONFIRMED
@@ -69,11 +69,11 @@ def test_a_single_seed_never_resolves_a_claim():
     """One seed per arm however large the effect (3x): the look at 2 seeds waits, every claim NOT RESOLVED; rope's
     own degradation rows resolve once it has two seeds, while the paired rope-vs-random row still waits."""
     runs = {"rope": {"0": run(10, 30)}, "random": {"0": run(10, 12)}}
-    rows = S.verdicts(runs, ["rope", "random"], [0, 1], [2])
+    rows = S.verdicts(runs, S.plain_specs(["rope", "random"]), [0, 1], [2])
     assert {r["verdict"] for r in rows} == {S.NOT_RESOLVED}
     assert {r["stopped"] for r in rows if "stopped" in r} == {"pending"}
     runs["rope"]["1"] = run(10, 31)
-    rows = {(r["claim"], r["metric"]): r for r in S.verdicts(runs, ["rope", "random"], [0, 1], [2])}
+    rows = {(r["claim"], r["metric"]): r for r in S.verdicts(runs, S.plain_specs(["rope", "random"]), [0, 1], [2])}
     assert rows[("rotation_only_degrades:rope", "ppl")]["verdict"] == S.CONFIRMED
     assert rows[("random_beats_rope", "ppl")]["seeds"] == [] and rows[("random_beats_rope", "ppl")]["stopped"] == "pending"
     assert rows[("random_beats_rope", "ppl")]["verdict"] == S.NOT_RESOLVED

@@ -12,8 +12,11 @@ from accum.cli import main
 from accum.probes.data import char_data
 from accum.probes.evaluate import EvalConfig, evaluate_lengths, position_nll
 from accum.probes.model import ARMS
-from accum.probes.sweep import SweepConfig, run_order, run_sweep
+from accum.probes.presets import PRESETS
+from accum.probes.sweep import SweepConfig, run_sweep, summarise
 from accum.probes.train import TrainConfig, build_model, load_checkpoint, lr_at, train
+
+from test_probes_model import arm_options
 
 torch.set_num_threads(1)
 
@@ -66,10 +69,10 @@ def test_learning_rate_schedule():
 
 @pytest.mark.parametrize("arm", ARMS)
 def test_chunked_evaluation_equals_full_attention(arm):
-    model = build_model(TrainConfig(arm=arm, **TINY), DATA.vocab_size).double().eval()
+    model = build_model(TrainConfig(arm=arm, **TINY, **arm_options(arm)), DATA.vocab_size).double().eval()
     x = DATA.val[:3 * 40].view(3, 40)
     y = DATA.val[1:3 * 40 + 1].view(3, 40)
-    u = model.draw_uniforms(3, 40, torch.Generator().manual_seed(0))
+    u = model.draw_noise(3, 40, torch.Generator().manual_seed(0))
     full, _ = position_nll(model, x, y, 40, u)
     chunked, far = position_nll(model, x, y, 7, u, far=16)
     assert torch.allclose(chunked, full, rtol=0, atol=1e-10)
@@ -154,7 +157,7 @@ SWEEP = SweepConfig(train=TrainConfig(steps=3, **TINY), eval=EvalConfig(multipli
 
 def test_sweep_writes_seed_level_tables_and_reuses_finished_runs(tmp_path, monkeypatch):
     monkeypatch.setattr("accum.probes.sweep.load_data", lambda cfg, cache: (DATA, {"source": "test"}))
-    res = run_sweep(SWEEP, tmp_path, progress=False, threads=1)
+    res = run_sweep(SWEEP, tmp_path, threads=1)
     table = (tmp_path / "sweep.md").read_text()
     assert "| learned_qkv | 3 |" in table and "2x (32)" in table and "NOT RESOLVED" in table
     saved = json.loads((tmp_path / "sweep.json").read_text())
@@ -173,7 +176,7 @@ def test_sweep_writes_seed_level_tables_and_reuses_finished_runs(tmp_path, monke
         raise AssertionError("a finished run was redone")
     monkeypatch.setattr("accum.probes.sweep.train", forbidden)
     monkeypatch.setattr("accum.probes.sweep.evaluate_run", forbidden)
-    again = run_sweep(SWEEP, tmp_path, progress=False, threads=1)
+    again = run_sweep(SWEEP, tmp_path, threads=1)
     assert (tmp_path / "nope" / "seed0" / "train.json").stat().st_mtime_ns == stamp
     assert again["runs"] == res["runs"] and again["verdicts"] == res["verdicts"]
 
@@ -183,22 +186,23 @@ def test_sweep_retrains_a_trained_run_whose_weights_are_gone(tmp_path, monkeypat
     training and evaluation): the sweep trains that run again instead of failing to load its weights."""
     monkeypatch.setattr("accum.probes.sweep.load_data", lambda cfg, cache: (DATA, {"source": "test"}))
     one = replace(SWEEP, arms=("nope",))
-    first = run_sweep(one, tmp_path, progress=False, threads=1)
+    first = run_sweep(one, tmp_path, threads=1)
     folder = tmp_path / "nope" / "seed0"
     for name in ("eval.json", "model.safetensors", "checkpoint.pt"):
         (folder / name).unlink()
-    again = run_sweep(one, tmp_path, progress=False, threads=1)
+    again = run_sweep(one, tmp_path, threads=1)
     assert (folder / "model.safetensors").exists() and (folder / "eval.json").exists()
     assert again["runs"]["nope"]["0"]["ppl"] == pytest.approx(first["runs"]["nope"]["0"]["ppl"], rel=1e-9)
 
 
 def test_partial_sweep_is_reported_incomplete(tmp_path, monkeypatch, capsys):
-    """Shard 0/2 of the 6 runs finishes runs 0, 2, 4 (nope/seed0, nope/seed1, nope/seed2): the summary says so
-    and ``accum probe report`` prints it without training."""
+    """A sweep whose learned_qkv runs have no evaluation (a sweep stopped part-way): the summary lists them as
+    missing, seed by seed, and ``accum probe report`` prints that without training."""
     monkeypatch.setattr("accum.probes.sweep.load_data", lambda cfg, cache: (DATA, {"source": "test"}))
-    assert run_order(SWEEP, "arm")[:3] == [("nope", 0), ("nope", 1), ("nope", 2)]
-    assert run_order(SWEEP, "seed")[:2] == [("nope", 0), ("learned_qkv", 0)]
-    res = run_sweep(SWEEP, tmp_path, progress=False, threads=1, shard=(0, 2))
+    run_sweep(SWEEP, tmp_path, threads=1)
+    for seed in range(3):
+        (tmp_path / "learned_qkv" / f"seed{seed}" / "eval.json").unlink()
+    res = summarise(SWEEP, tmp_path, {"source": "test"})
     assert not res["complete"] and res["missing"] == [["learned_qkv", 0], ["learned_qkv", 1], ["learned_qkv", 2]]
     assert res["arms"]["learned_qkv"]["n_seeds"] == 0 and res["arms"]["nope"]["n_seeds"] == 3
     assert main(["probe", "report", "--sweep", str(tmp_path / "sweep.json")]) == 0
@@ -253,7 +257,7 @@ def test_gpu_script_runs_the_gpu_preset_at_tiny_size_on_cpu(tmp_path):
     proc = subprocess.run(["sh", str(script), *tiny], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     saved = json.loads((tmp_path / "gpu" / "sweep.json").read_text())
-    assert saved["complete"] and set(saved["runs"]) == set(ARMS)
+    assert saved["complete"] and set(saved["runs"]) == set(PRESETS["gpu"]["sweep"]["arms"])
     assert saved["config"]["train"]["val_fraction"] == 0.1 and saved["config"]["train"]["path_block"] == 64  # from the preset
     assert saved["config"]["train"]["d_model"] == 8  # overridden
     assert "complete: true" in proc.stdout and "| claim | metric |" in proc.stdout

@@ -267,7 +267,7 @@ def test_param_dataclass_keeps_class_constants_and_own_annotations():
 ])
 def test_a_param_dataclass_built_directly_checks_its_ranges(params, needle):
     """A user family made with ``param_dataclass`` and constructed directly (not through make_family) gets the
-    same range checks as the built-ins (README: "Adding a family")."""
+    same range checks as the built-ins (docs/families.md: "Adding a family")."""
     from accum.simulations.examples import SignedPermutation
 
     with pytest.raises(ParamError) as err:
