@@ -52,6 +52,16 @@ def test_points_count_the_measured_values():
     assert row([1.0, 2.0, 3.0]).points == 3
 
 
+def test_rows_are_frozen():
+    import dataclasses
+
+    m = row(0.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        m.kind = "exact"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        v.judge(m, ALPHA).passed = False
+
+
 def test_a_bad_scale_or_side_is_refused():
     with pytest.raises(ValueError, match="scale"):
         row(0.0, scale="logs")
@@ -241,6 +251,14 @@ def test_a_claim_needs_evidence_and_every_row_passing():
             judged("C3", False, "exact"), judged("C4", True, "adversarial"), judged("C5", False)]
     assert v.claim_verdicts(rows, ["C1", "C2", "C3", "C4", "C5", "C6"]) == {
         "C1": True, "C2": False, "C3": False, "C4": True, "C5": False, "C6": False}
+
+
+def test_claims_are_matched_by_value_not_identity():
+    """A claim name built at run time (not an interned literal) still finds its rows."""
+    name = "".join(["C", str(1)])
+    assert v.claim_verdicts([judged(name, True)], ["C1"]) == {"C1": True}
+    assert v.claim_verdicts([judged(name, False)], ["C1"]) == {"C1": False}
+    assert v.report_verdict([judged("C1", True), judged("".join(["eng", "ine"]), False, "exact")], ["C1"])[1] is False
 
 
 def test_the_report_passes_when_every_claim_and_every_sanity_row_does():
