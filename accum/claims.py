@@ -25,13 +25,13 @@ import numpy as np
 from accum.simulations import estimators as est
 from accum.simulations import montecarlo as mc
 from accum.simulations import reference
-from accum.simulations.families import Family, family_name, family_params, user_object
-from accum.simulations.steps import AngleSteps
+from accum.simulations.families import FAMILIES, Family, family_name, family_params, user_object
+from accum.simulations.steps import AngleSteps, StepShape
 from accum.theory import Prediction, far, prediction
-from accum.theory.forms import mixing_estimable
+from accum.theory.forms import has_closed_forms, mixing_estimable
 from accum.theory.predict import NoClosedForm
 
-from .verdict import Measurement, dispersion
+from .verdict import Measurement
 
 #: jackknife groups used by the nonlinear estimators (``mc.group_sizes``): G - 1 degrees of freedom
 JACKKNIFE_GROUPS = 16
@@ -39,27 +39,66 @@ JACKKNIFE_GROUPS = 16
 
 @dataclass(frozen=True)
 class CheckSpec:
-    """A registered check: the claim its rows concern (``claim(**sizes)``), the function and the kinds of
-    the rows it returns (``kinds(family, **sizes)``)."""
+    """A registered check: the claim its rows concern (``claim(**sizes)``), the function, the kinds of the rows it
+    returns (``kinds(family, **sizes)``) and the engine and theory routes it runs beyond the family's own
+    (``routes(family, **sizes)``, ``accum.coverage``: names such as ``op:angle.bilinear`` or ``theory:moments``)."""
 
     claim: Callable[..., str]
     run: Callable[..., list[Measurement]]
     kinds: Callable[..., tuple[str, ...]]
+    routes: Callable[..., set[str]]
 
 
 CHECKS: dict[str, CheckSpec] = {}
 
-#: the claim each estimator's standard-error check concerns
-ESTIMATOR_CLAIMS = {"coherence": "C1", "window": "C2", "score-gap": "C4", "near-weight": "C5", "far-residual": "C6"}
 
-
-def register(name: str, claim: str | Callable[..., str], kinds: Callable[..., tuple[str, ...]]):
+def register(name: str, claim: str | Callable[..., str], kinds: Callable[..., tuple[str, ...]],
+             routes: Callable[..., set[str]] = lambda family, **_: set()):
     """Add the decorated check to ``CHECKS`` under ``name``; ``claim`` is a claim name or a function of the
-    check's keyword arguments."""
+    check's keyword arguments; ``routes`` the routes it runs (``CheckSpec``)."""
     def wrap(fn):
-        CHECKS[name] = CheckSpec(claim if callable(claim) else (lambda **_: claim), fn, kinds)
+        CHECKS[name] = CheckSpec(claim if callable(claim) else (lambda **_: claim), fn, kinds, routes)
         return fn
     return wrap
+
+
+# --- routes: what of the engine and the theory a check runs (``accum.coverage`` holds the plan to all of them) ----
+
+
+def family_routes(family: Family) -> set[str]:
+    """The family's own routes: ``family:NAME`` (built-ins), ``law:NAME`` (its angle law) and ``form:NAME`` (the step
+    form its samples come in)."""
+    obj = user_object(family)
+    out = {f"form:{mc.step_form(obj).form_name}"}
+    if family_name(family) in FAMILIES:
+        out.add(f"family:{family_name(family)}")
+    law = getattr(obj, "angle_law", lambda: None)()
+    if law is not None:
+        out.add(f"law:{law.name}")
+    return out
+
+
+def ops(family: Family, *names: str) -> set[str]:
+    """``op:FORM.NAME`` for each step-form operation ``names`` (bilinear, transposed, transport, scores,
+    pair-operator, values) on the family's step form."""
+    form = mc.step_form(user_object(family)).form_name
+    return {f"op:{form}.{name}" for name in names}
+
+
+def theory_route(family: Family) -> set[str]:
+    """The theory a prediction for ``family`` comes from: its closed forms (built-ins), else the moment operators."""
+    return {"theory:closed" if has_closed_forms(family) else "theory:moments"}
+
+
+def streams_by_angles(family: Family) -> bool:
+    """Whether the family's step form hands the streaming estimators its angles (block SO(2)), so far scores never
+    go through its transport."""
+    return mc.step_form(user_object(family)).angles is not StepShape.angles
+
+
+def far_score_ops(family: Family) -> set[str]:
+    """The operations the streaming far-score estimator runs on the family: transposed transport, or none (angles)."""
+    return set() if streams_by_angles(family) else ops(family, "transposed", "transport")
 
 
 def label(family: Family) -> str:
@@ -101,7 +140,8 @@ def probe_pair(dim: int, rng: np.random.Generator, overlap: float = 0.5) -> tupl
 # --- C1: incoherence -------------------------------------------------------------------------------------
 
 
-@register("coherence", "C1", lambda family, **_: ("statistical", "statistical"))
+@register("coherence", "C1", lambda family, **_: ("statistical", "statistical"),
+          lambda family, **_: ops(family, "bilinear") | theory_route(family))
 def check_coherence(family: Family, rng: np.random.Generator, *, steps: int, samples: int, eps: float,
                     theory_samples: int) -> list[Measurement]:
     """c(n) = E q^T A_n ... A_1 k for n = 1..steps (random q != k) against theory, and |c(steps)| <= eps."""
@@ -126,52 +166,53 @@ def _window_kinds(family: Family, **_) -> tuple[str, ...]:
     return ("exact", "exact") if deterministic(family) else ("statistical", "statistical")
 
 
-def last_row_sums(family: Family, context: int, samples: int, rng: np.random.Generator, q: np.ndarray,
-                  k: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Group sums, sums of squares and sizes of the last query's row s_{T-1, T-1-Delta}, Delta = 0..T-1.
-
-    The row is read through the engine's transposed transport: q pulled back over Delta steps, read against k.
-    """
-    def draw(b: int) -> np.ndarray:
-        return family.sample(rng, context, b).transposed().bilinear(k, q)[:, :context]
-
-    return mc.grouped_sums(draw, samples, (context + 1) * family.dim, least=4)
+def _last_row_routes(family: Family, **_) -> set[str]:
+    return ops(family, "transposed", "bilinear") | theory_route(family)
 
 
-@register("window", "C2", _window_kinds)
+def window_samples(samples: int, context: int, longest: int) -> int:
+    """Paths for W(context) in a window row whose longest context is ``longest``: ``samples``, times up to 8 for the
+    short contexts (a path of T steps costs T: at T = T_max / 16 eight times the paths cost half of one T_max set and
+    resolve W(T) 2.8x better)."""
+    return samples * max(1, min(8, longest // (2 * context)))
+
+
+@register("window", "C2", _window_kinds, _last_row_routes)
 def check_window(family: Family, rng: np.random.Generator, *, contexts: Sequence[int], samples: int,
                  theory_samples: int) -> list[Measurement]:
-    """W(T) at each T (the estimator) against theory, and the growth W(T_max) - W(T_min) by a paired design.
+    """W(T) at each T (the estimator, unit probes; ``window_samples`` paths) against theory, and the growth
+    W(T_max) - W(T_min) by a paired design with random q != k (read through the transposed transport).
 
     Growth: one set of length-T_max paths gives both W(T_max) (all offsets) and W(T_min) (the first T_min
-    offsets of the same paths), so their difference is the tail sum_{T_min <= Delta < T_max} c(Delta)^2 with
-    the common part cancelled (jackknife over groups); theory: W(T_max) - W(T_min).  RoPE is deterministic:
+    offsets of the same paths), so their difference is the tail sum_{T_min <= Delta < T_max} c(Delta)^2 / (q.k)^2
+    with the common part cancelled (jackknife over groups); theory: W(T_max) - W(T_min).  RoPE is deterministic:
     its rows are exact (the contrast: its window grows with T as its theory says).
     """
-    ests = [est.window(family, t, samples, rng) for t in contexts]
+    t_min, t_max = contexts[0], contexts[-1]
+    ests = [est.window(family, t, window_samples(samples, t, t_max), rng) for t in contexts]
     preds = [prediction("window", family, rng=rng, samples=theory_samples, context=t) for t in contexts]
     w, se = np.array([e.mean for e in ests]), np.array([e.stderr for e in ests])
     pw, pse = np.array([float(p.value) for p in preds]), np.array([float(np.asarray(p.stderr)) for p in preds])
-    t_min, t_max = contexts[0], contexts[-1]
-    one = np.full(family.dim, 1.0 / math.sqrt(family.dim))
-    sums, squares, sizes = last_row_sums(family, t_max, samples, rng, one, one)
-
-    def tail(total: np.ndarray, total_sq: np.ndarray, n: int) -> float:
-        return float(np.sum(((total**2 - total_sq) / (n * (n - 1)))[t_min:]))
-
-    growth, growth_se = mc.jackknife(tail, [sums, squares], sizes)
+    q, k = probe_pair(family.dim, rng)
+    sums, squares, sizes = est.last_row_sums(family, t_max, samples, rng, q, k, least=4)
+    near = float(q @ k)
+    growth, growth_se = mc.jackknife(lambda total, total_sq, n: est.window_width(total, total_sq, n, near, t_min),
+                                     [sums, squares], sizes)
+    q_pred = [prediction("window", family, rng=rng, samples=theory_samples, context=t, q=q, k=k) for t in (t_min, t_max)]
+    grown = float(q_pred[1].value) - float(q_pred[0].value)
+    grown_se = math.hypot(float(np.asarray(q_pred[0].stderr)), float(np.asarray(q_pred[1].stderr)))
     exact = deterministic(family)
     kind = "exact" if exact else "statistical"
     ref = {} if exact else reference_for(preds[0], JACKKNIFE_GROUPS - 1)
     contrast = " (contrast: grows)" if family_name(family) == "rope" else ""
     return [measurement("C2", family, f"window W(T), T={list(contexts)}", kind, w, se, pw, ests[0].n,
                         pred_stderr=pse, source=preds[0].source, floor=1e-9, **ref),
-            measurement("C2", family, f"growth W({t_max}) - W({t_min}), paired{contrast}", kind, float(growth),
-                        float(growth_se), pw[-1] - pw[0], int(sizes.sum()), pred_stderr=math.hypot(pse[0], pse[-1]),
-                        source=preds[0].source, floor=1e-9, effect_scale=pw[0], **ref)]
+            measurement("C2", family, f"growth W({t_max}) - W({t_min}), paired, q != k{contrast}", kind, float(growth),
+                        float(growth_se), grown, int(sizes.sum()), pred_stderr=grown_se, source=q_pred[0].source,
+                        floor=1e-9, effect_scale=float(q_pred[0].value), **ref)]
 
 
-@register("window-bias", "C2", lambda family, **_: ("statistical",))
+@register("window-bias", "C2", lambda family, **_: ("statistical",), _last_row_routes)
 def check_window_bias(family: Family, rng: np.random.Generator, *, context: int, samples: int,
                       theory_samples: int) -> list[Measurement]:
     """W(T) at a long context with few samples: without the unbiased c^2 the estimate would be high by about
@@ -186,13 +227,15 @@ def check_window_bias(family: Family, rng: np.random.Generator, *, context: int,
 # --- C3: transfer ----------------------------------------------------------------------------------------
 
 
-@register("transfer", "C3", lambda family, **_: ("statistical", "statistical"))
+@register("transfer", "C3", lambda family, **_: ("statistical", "statistical"), _last_row_routes)
 def check_transfer(family: Family, rng: np.random.Generator, *, train: int, evaluate: int, samples: int,
                    theory_samples: int) -> list[Measurement]:
-    """c_T(Delta), Delta < train, at T = train against theory, and the same profile at T = evaluate minus it."""
-    short = est.offset_profile(family, train, samples, rng)
-    long = est.offset_profile(family, evaluate, samples, rng)
-    p = prediction("coherence", family, rng=rng, samples=theory_samples, steps=train - 1)
+    """c_T(Delta), Delta < train, at T = train against theory, and the same profile at T = evaluate minus it (random
+    q != k: the row is read through the transposed transport)."""
+    q, k = probe_pair(family.dim, rng)
+    short = est.offset_profile(family, train, samples, rng, q=q, k=k)
+    long = est.offset_profile(family, evaluate, samples, rng, q=q, k=k)
+    p = prediction("coherence", family, rng=rng, samples=theory_samples, steps=train - 1, q=q, k=k)
     diff_se = np.hypot(short.stderr, long.stderr[:train])
     keep = slice(1, None)  # Delta = 0 is q.k exactly
     return [measurement("C3", family, f"profile c_T(Delta) at T={train} vs theory", "statistical", short.mean[keep],
@@ -206,7 +249,7 @@ def check_transfer(family: Family, rng: np.random.Generator, *, train: int, eval
 # --- C4: score gap ---------------------------------------------------------------------------------------
 
 
-@register("score-gap", "C4", lambda family, **_: ("statistical",))
+@register("score-gap", "C4", lambda family, **_: ("statistical",), lambda family, **_: ops(family, "bilinear"))
 def check_score_gap(family: Family, rng: np.random.Generator, *, offset: int, samples: int) -> list[Measurement]:
     """d E[s_far^2] = |q|^2 |k|^2 = 1 (the claim's concentration scale; a law that does not mix, such as a
     lattice, matches its own moments but not this, and fails)."""
@@ -215,21 +258,30 @@ def check_score_gap(family: Family, rng: np.random.Generator, *, offset: int, sa
                         "statistical", e.mean, e.stderr, 1.0, e.n, source="claim (Haar value)")]
 
 
-@register("scores-far-variance", "C4", lambda family, **_: ("statistical",))
-def check_scores_far_variance(family: Family, rng: np.random.Generator, *, length: int, offset: int, sequences: int,
-                              theory_samples: int) -> list[Measurement]:
-    """Through the all-pairs ``scores`` fast path: d E[s_{i, i-Delta}^2] with q != k at every token, averaged
-    over the queries i >= Delta of each long sequence; standard error from the spread of the per-sequence
-    means (t with sequences - 1 dof).  Prediction: the family's far second moment for (q, k)."""
+def lag_means(scores: np.ndarray, offsets: Sequence[int]) -> np.ndarray:
+    """Per sequence and lag, the mean of s_{i, i-Delta}^2 over the queries i >= Delta: (batch, len(offsets)) from
+    all-pairs scores (batch, T, T)."""
+    t = scores.shape[1]
+    return np.stack([np.mean(scores[:, np.arange(o, t), np.arange(0, t - o)] ** 2, axis=1) for o in offsets], axis=1)
+
+
+@register("scores-far-variance", "C4", lambda family, **_: ("statistical",),
+          lambda family, **_: ops(family, "scores") | theory_route(family))
+def check_scores_far_variance(family: Family, rng: np.random.Generator, *, length: int, offsets: Sequence[int],
+                              sequences: int, theory_samples: int) -> list[Measurement]:
+    """Through the all-pairs ``scores`` fast path: d E[s_{i, i-Delta}^2] at each lag Delta in ``offsets`` with q != k
+    at every token, averaged over the queries i >= Delta of each long sequence; standard errors from the spread of
+    the per-sequence means (t with sequences - 1 dof).  Prediction: the family's far second moment for (q, k) at each
+    lag (short lags see an error of the one-step law before it decays)."""
     q, k = probe_pair(family.dim, rng)
     qs, ks = np.broadcast_to(q, (length, family.dim)), np.broadcast_to(k, (length, family.dim))
-    i = np.arange(offset, length)
-    per_seq = np.concatenate([family.dim * np.mean(family.sample(rng, length, b).scores(qs, ks)[:, i, i - offset] ** 2,
-                                                   axis=1) for b in mc.batches(sequences, 4 * length * length)])
-    p = prediction("far-variance", family, rng=rng, samples=theory_samples, offset=offset, q=q, k=k)
-    return [measurement("C4", family, f"d E[s^2] at Delta={offset} from scores(), T={length}, q != k", "statistical",
-                        per_seq.mean(), per_seq.std(ddof=1) / math.sqrt(sequences), p.value, sequences,
-                        pred_stderr=p.stderr, source=p.source, **reference_for(p, sequences - 1))]
+    per_seq = family.dim * np.concatenate([lag_means(family.sample(rng, length, b).scores(qs, ks), offsets)
+                                           for b in mc.batches(sequences, 4 * length * length)])
+    preds = [prediction("far-variance", family, rng=rng, samples=theory_samples, offset=o, q=q, k=k) for o in offsets]
+    return [measurement("C4", family, f"d E[s^2] at Delta={list(offsets)} from scores(), T={length}, q != k",
+                        "statistical", per_seq.mean(axis=0), per_seq.std(axis=0, ddof=1) / math.sqrt(sequences),
+                        [p.value for p in preds], sequences, pred_stderr=[p.stderr for p in preds],
+                        source=preds[0].source, **reference_for(preds[0], sequences - 1))]
 
 
 # --- C5: far mass, the bound, ALiBi ----------------------------------------------------------------------
@@ -249,19 +301,20 @@ def _far_mass_kinds(family: Family, **_) -> tuple[str, ...]:
     return ("bound", "statistical", "statistical") if _has_far_mass(family) else ("bound",)
 
 
-@register("far-mass", "C5", _far_mass_kinds)
+@register("far-mass", "C5", _far_mass_kinds, lambda family, **_: far_score_ops(family) | theory_route(family))
 def check_far_mass(family: Family, rng: np.random.Generator, *, far_sizes: Sequence[int], s0: float,
                    samples: int, theory_samples: int = 20_000) -> list[Measurement]:
     """Near weight under the norm bound 1/(1 + N e^{-2 s0}) (a sanity row: it holds sample by sample for steps
     of norm <= 1); where the theory has it, the far mass E sum e^{s - s0} on the log scale (t, n - 1 dof) and
     the Jensen bound E w >= 1/(1 + E M) one-sided.  An estimated far mass (``theory.farmass``, mixing orthogonal
-    steps) uses ``theory_samples`` paths and enters with its own standard error."""
-    e = est.near_weight(family, far_sizes, s0, samples, rng)
+    steps) uses ``theory_samples`` paths and enters with its own standard error.  Unit probes q != k (random)."""
+    q, k = probe_pair(family.dim, rng)
+    e = est.near_weight(family, far_sizes, s0, samples, rng, q=q, k=k)
     sizes = np.asarray(far_sizes)
     rows = [measurement("C5", family, f"near weight <= 1/(1+N e^(-2 s0)), s0={s0}, N={list(far_sizes)}", "bound",
                         e.mean, 0.0, far.lower_bound(sizes, s0), e.n, side="upper", floor=1e-12, source="bound")]
     if _has_far_mass(family):
-        mass = prediction("far-mass", family, rng=rng, samples=theory_samples, far_sizes=sizes, s0=s0)
+        mass = prediction("far-mass", family, rng=rng, samples=theory_samples, far_sizes=sizes, s0=s0, q=q, k=k)
         ref = reference_for(mass, e.n - 1)
         jensen = "Jensen bound of the " + ("closed form" if not mass.samples else "estimated far mass")
         top = np.asarray(mass.value)[-1]
@@ -279,7 +332,7 @@ def _alibi_kinds(family: Family, **_) -> tuple[str, ...]:
     return ("exact",) if deterministic(family) else ("statistical",)
 
 
-@register("alibi", "C5", _alibi_kinds)
+@register("alibi", "C5", _alibi_kinds, lambda family, **_: far_score_ops(family) | theory_route(family))
 def check_alibi(family: Family, rng: np.random.Generator, *, far_sizes: Sequence[int], s0: float, slope: float,
                 samples: int) -> list[Measurement]:
     """With the ALiBi bias -slope Delta the far mass converges (summable); measured against the theory's far
@@ -293,18 +346,19 @@ def check_alibi(family: Family, rng: np.random.Generator, *, far_sizes: Sequence
                         floor=1e-9, source=mass.source, **ref)]
 
 
-@register("far-mass-engines", "C5", lambda family, **_: ("statistical",))
+@register("far-mass-engines", "C5", lambda family, **_: ("statistical",),
+          lambda family, **_: far_score_ops(family) | ops(family, "scores"))
 def check_far_mass_engines(family: Family, rng: np.random.Generator, *, far_size: int, s0: float,
                            samples: int) -> list[Measurement]:
     """The far mass M(N) = sum_{Delta=1}^N e^{s_Delta - s0} two ways: the streaming estimator (chunked
     log-sum-exp over transported queries) and the last row of the all-pairs ``scores`` fast path on fresh
     sequences of length N + 1.  Both estimate E M(N); their log-ratio is held to 0 (two-sample z, t with the
-    smaller sample's dof).  For families without a closed far mass this is C5's statistical row."""
-    streamed = est.near_weight(family, [far_size], s0, samples, rng, chunk=max(1, far_size // 3))
-    one = np.full(family.dim, 1.0 / math.sqrt(family.dim))
+    smaller sample's dof).  For families without a closed far mass this is C5's statistical row.  Unit q != k."""
+    q, k = probe_pair(family.dim, rng)
+    streamed = est.near_weight(family, [far_size], s0, samples, rng, chunk=max(1, far_size // 3), q=q, k=k)
     length = far_size + 1
-    probes = np.broadcast_to(one, (length, family.dim))
-    masses = np.concatenate([np.sum(np.exp(s0 * family.sample(rng, length, b).scores(probes, probes)[:, -1, :-1] - s0),
+    qs, ks = np.broadcast_to(q, (length, family.dim)), np.broadcast_to(k, (length, family.dim))
+    masses = np.concatenate([np.sum(np.exp(s0 * family.sample(rng, length, b).scores(qs, ks)[:, -1, :-1] - s0),
                                     axis=1) for b in mc.batches(samples, 4 * length * length)])
     return [measurement("C5", family, f"far mass at N={far_size}: streaming vs all-pairs scores() (log scale)",
                         "statistical", streamed.far_mass[0], streamed.far_mass_stderr[0],
@@ -365,60 +419,28 @@ def check_adversarial(family: Family, rng: np.random.Generator, *, far_sizes: Se
 # --- C6: value rotation ----------------------------------------------------------------------------------
 
 
-@register("values", "C6", lambda family, **_: ("statistical", "exact"))
+@register("values", "C6", lambda family, **_: ("statistical", "exact"),
+          lambda family, **_: ops(family, "values") | theory_route(family))
 def check_values(family: Family, rng: np.random.Generator, *, far_sizes: Sequence[int], samples: int,
                  theory_samples: int) -> list[Measurement]:
     """|r(N)|^2/|m|^2 with value rotation against theory (-> (1+rho)/((1-rho) N)); without value rotation the
-    residual is m itself, |r|^2/|m|^2 = 1 (the QK-only contrast, exact)."""
-    e = est.far_residual(family, far_sizes, samples, rng)
-    p = prediction("far-residual", family, rng=rng, samples=theory_samples, far_sizes=np.asarray(far_sizes))
-    plain = est.far_residual(family, far_sizes[:1], 2, rng, value_rotation=False)
+    residual is m itself, |r|^2/|m|^2 = 1 (the QK-only contrast, exact).  m is a random unit vector (not the
+    symmetric 1/sqrt(d))."""
+    m, _ = probe_pair(family.dim, rng)
+    e = est.far_residual(family, far_sizes, samples, rng, m=m)
+    p = prediction("far-residual", family, rng=rng, samples=theory_samples, far_sizes=np.asarray(far_sizes), m=m)
+    plain = est.far_residual(family, far_sizes[:1], 2, rng, value_rotation=False, m=m)
     return [measurement("C6", family, f"|r(N)|^2/|m|^2 with value rotation, N={list(far_sizes)}", "statistical",
                         e.mean, e.stderr, p.value, e.n, pred_stderr=p.stderr, source=p.source, **reference_for(p)),
             measurement("C6", family, "QK-only contrast: |r|^2/|m|^2 = 1", "exact", plain.mean, 0.0, 1.0, plain.n,
                         floor=1e-12, source="closed form")]
 
 
-# --- standard errors -------------------------------------------------------------------------------------
-
-
-def _replicates(run: Callable[[], mc.Estimate], pick: Callable[[mc.Estimate], tuple[float, float]],
-                replicates: int) -> tuple[np.ndarray, np.ndarray]:
-    pairs = [pick(run()) for _ in range(replicates)]
-    return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
-
-
-@register("stderr", lambda estimator, **_: ESTIMATOR_CLAIMS[estimator], lambda family, **_: ("statistical",))
-def check_stderr(family: Family, rng: np.random.Generator, *, estimator: str, replicates: int,
-                 samples: int) -> list[Measurement]:
-    """The reported standard error of one estimator against the spread of independent replicates:
-    F = s^2_between / mean se^2 ~ F(R - 1, R nu) (``verdict.dispersion``), two-sided, so errors 3x too small
-    and 3x too large both fail."""
-    if estimator == "coherence":
-        run, pick, dof = (lambda: est.coherence(family, 8, samples, rng)), (lambda e: (e.mean[4], e.stderr[4])), samples - 1
-    elif estimator == "window":
-        run, pick, dof = (lambda: est.window(family, 32, samples, rng)), (lambda e: (e.mean, e.stderr)), JACKKNIFE_GROUPS - 1
-    elif estimator == "score-gap":
-        run, pick, dof = (lambda: est.score_gap(family, 16, samples, rng)), (lambda e: (e.mean, e.stderr)), samples - 1
-    elif estimator == "near-weight":
-        run, pick, dof = ((lambda: est.near_weight(family, [200], 4.0, samples, rng)),
-                          (lambda e: (e.far_mass[0], e.far_mass_stderr[0])), samples - 1)
-    elif estimator == "far-residual":
-        run, pick, dof = (lambda: est.far_residual(family, [50], samples, rng)), (lambda e: (e.mean[0], e.stderr[0])), samples - 1
-    else:
-        raise ValueError(f"unknown estimator {estimator!r}; known: {', '.join(ESTIMATOR_CLAIMS)}")
-    values, errors = _replicates(run, pick, replicates)
-    _, z = dispersion(values, errors, dof)
-    return [measurement(ESTIMATOR_CLAIMS[estimator], family,
-                        f"se of {estimator}: var(replicates)/mean(se^2) ~ F({replicates - 1}, {replicates * dof}), "
-                        "as z", "statistical", z, 1.0, 0.0, replicates * samples,
-                        source="F dispersion test")]
-
-
 # --- exact: fast paths against the plain reference -------------------------------------------------------
 
 
-@register("fast-paths", "engine", lambda family, **_: ("exact",))
+@register("fast-paths", "engine", lambda family, **_: ("exact",),
+          lambda family, **_: ops(family, "scores", "transport", "bilinear"))
 def check_fast_paths(family: Family, rng: np.random.Generator, *, length: int) -> list[Measurement]:
     """Every fast path of the step form -- ``steps.scores``, ``steps.transport`` and ``steps.bilinear`` -- against
     ``reference.scores`` / ``reference.transport`` (dense fp64 loops) on one sequence of odd length with different

@@ -1,10 +1,7 @@
 """Running and judging a report of ``accum verify``: ``run_plan`` runs a plan's checks on the job runner
 (``simulations.runner.map_outcomes``: this process, a pool or Dask), each on its own stream, optionally
 cached; ``report`` judges every row at its share of the false-failure budget (``accum.verdict``) and gives
-the verdicts per claim: the report as a dict, the ``result`` of ``accum verify --json``.
-
-A claim passes when it has at least one evidence row and every row attributed to it passes; the report
-passes when every claim and every exact or sanity row passes.
+the verdicts per claim (``verdict.report_verdict``): the report as a dict, the ``result`` of ``accum verify --json``.
 """
 
 from __future__ import annotations
@@ -23,7 +20,7 @@ from accum.simulations.results import ResultError, atomic_write_json, jsonable, 
 from accum.simulations.runner import map_outcomes
 
 from .report_plan import CLAIMS, PRESETS, Check, evidence_rows, plan
-from .verdict import Measurement, Row, judge
+from .verdict import Measurement, judge_all, report_verdict
 
 
 def run_job(item: tuple[int, Check, int]) -> tuple[list[Measurement], float]:
@@ -36,7 +33,8 @@ def run_job(item: tuple[int, Check, int]) -> tuple[list[Measurement], float]:
 
 
 def verify_modules() -> tuple[str, ...]:
-    """The modules a check's numbers depend on: ``accum.claims``, ``accum.adversarial``, the plan's ``Check``
+    """The modules a check's numbers depend on: the checks (``accum.claims``, ``accum.adversarial``,
+    ``accum.routechecks``, ``accum.stderrs``), the plan's ``Check``
     (``accum.report_plan``: its stream) and every module of the engine and the theory (their sources
     fingerprint a cached check, ``simulations.identity.code_identity``)."""
     import accum.simulations
@@ -44,7 +42,7 @@ def verify_modules() -> tuple[str, ...]:
 
     names = [f"{pkg.__name__}.{m.name}" for pkg in (accum.simulations, accum.theory)
              for m in pkgutil.iter_modules(pkg.__path__)]
-    return ("accum.claims", "accum.adversarial", "accum.report_plan", *sorted(names))
+    return ("accum.claims", "accum.adversarial", "accum.routechecks", "accum.stderrs", "accum.report_plan", *sorted(names))
 
 
 def load_keyed(cache: Path, key: dict) -> dict | None:
@@ -113,17 +111,6 @@ def run_plan(jobs: Sequence[Check], seed: int, progress: bool, workers: int = 1,
     return [m for i in range(len(jobs)) for m in results[i]], timings
 
 
-def claim_verdicts(rows: Sequence[Row], claims: Sequence[str]) -> dict[str, bool]:
-    """A claim passes when it has at least one evidence row and every row attributed to it passed."""
-    return {c: any(r.claim == c and r.counts_as_evidence for r in rows) and all(r.passed for r in rows if r.claim == c)
-            for c in claims}
-
-
-def judge_all(measurements: Sequence[Measurement], budget: float, n_evidence: int) -> list[Row]:
-    """Each row judged at its share budget / R of the false-failure budget."""
-    return [judge(m, budget / max(n_evidence, 1)) for m in measurements]
-
-
 def report(jobs: Sequence[Check], claims: Sequence[str], preset: str, seed: int, budget: float,
            progress: bool = True, workers: int = 1, client: Any = None, cache: Path | None = None,
            n_evidence: int | None = None) -> dict:
@@ -134,11 +121,10 @@ def report(jobs: Sequence[Check], claims: Sequence[str], preset: str, seed: int,
     n_evidence = evidence_rows(jobs) if n_evidence is None else n_evidence
     measurements, timings = run_plan(jobs, seed, progress, workers, client, cache)
     rows = judge_all(measurements, budget, n_evidence)
-    verdicts = claim_verdicts(rows, claims)
-    sanity_ok = all(r.passed for r in rows if r.claim not in claims)
+    verdicts, sanity_ok, passed = report_verdict(rows, claims)
     return {"preset": preset, "seed": seed, "budget": budget, "evidence_rows": n_evidence,
             "rows": [asdict(r) for r in rows], "claims": verdicts, "sanity_passed": sanity_ok,
-            "passed": all(verdicts.values()) and sanity_ok, "timings": timings}
+            "passed": passed, "timings": timings}
 
 
 def run_report(preset_name: str, seed: int, budget: float, progress: bool = True, workers: int = 1,

@@ -17,7 +17,7 @@ import numpy as np
 from accum.simulations.families import Family, family_name, family_params, make_family
 from accum.simulations.identity import config_words
 
-from . import adversarial  # noqa: F401  (registers the adversarial Householder and orthogonal checks)
+from . import adversarial, routechecks, stderrs  # noqa: F401  (register the adversarial, route and standard-error checks)
 from .claims import CHECKS, deterministic, label
 from .verdict import EVIDENCE, Measurement
 
@@ -51,7 +51,7 @@ class Preset:
     gap_samples: int  #: C4 score gap: draws per d
     haar_max_dim: int  #: C4 score gap: Haar rows only up to this d (a d x d QR per step)
     scores_length: int  #: C4 far-score variance: sequence length
-    scores_offset: int  #: C4 far-score variance: pairs at least this far apart count as far
+    scores_offsets: tuple[int, ...]  #: C4 far-score variance: the lags Delta it is measured at (short ones see the one-step law)
     scores_sequences: int  #: C4 far-score variance: sequences
     far_sizes: tuple[int, ...]  #: C5 far mass of the SO(2) family: far-set sizes N
     far_samples: int  #: C5 far mass: paths per N
@@ -64,7 +64,10 @@ class Preset:
     adversarial_iterations: int  #: C5 adversarial search: ascent steps per start
     residual_sizes: tuple[int, ...]  #: C6 value residual: far-set sizes N
     residual_samples: int  #: C6 value residual: paths per N
-    se_replicates: int  #: standard-error checks: independent replicates per estimator
+    se_replicates: int  #: standard-error checks: independent small replicates per estimator (``accum.stderrs``)
+    transport_lags: tuple[int, ...]  #: route check: E[P_n k] and E[P_n' q] at these n (``accum.routechecks``)
+    transport_samples: int  #: route check: sequences behind E[P_n k]
+    pair_samples: int  #: route check: single steps behind the step form's pair operator
     fast_path_length: int  #: fast paths against the fp64 reference: sequence length (odd)
     #: (check, family key of ``default_families``, factor): that family's sample count for that check is the
     #: preset's times the factor, for families whose rows resolve their closed form far better (or worse) per sample
@@ -78,13 +81,17 @@ class Preset:
 
 QUICK = Preset(coherence_samples=40_000, steps=64, theory_samples=20_000, window_samples=6_000,
                contexts=(64, 256, 1024), bias_context=4096, bias_samples=256, transfer=(64, 1024),
-               transfer_samples=6_000, gap_dims=(8, 32, 128), gap_samples=75_000, haar_max_dim=8,
-               scores_length=256, scores_offset=16, scores_sequences=1400, far_sizes=(100, 1000, 10_000),
+               transfer_samples=36_000, gap_dims=(8, 32, 128), gap_samples=350_000, haar_max_dim=8,
+               scores_length=256, scores_offsets=(1, 4, 16), scores_sequences=1400, far_sizes=(100, 1000, 10_000),
                far_samples=192, alibi_sizes=(10, 100, 1000), alibi_samples=6000, short_far_sizes=(10, 100, 1000),
-               engines_far_size=600, engines_samples=64, adversarial_sizes=(10, 100, 1000), adversarial_iterations=150,
-               residual_sizes=(10, 100, 1000), residual_samples=5000, se_replicates=40, fast_path_length=37,
-               family_factors=(("coherence", "haar", 0.25), ("far-mass", "householder", 2.5),
-                               ("far-mass", "householder-token", 4.0), ("far-mass", "givens", 9.0)))
+               engines_far_size=600, engines_samples=64, adversarial_sizes=(10, 100, 1000), adversarial_iterations=100,
+               residual_sizes=(10, 100, 1000), residual_samples=10_500, se_replicates=4000, fast_path_length=37,
+               transport_lags=(1, 3), transport_samples=20_000, pair_samples=20_000,
+               family_factors=(("coherence", "haar", 0.3), ("coherence", "vonmises", 1.15), ("coherence", "lie-walk", 0.45),
+                               ("transfer", "rope-uniform", 0.2), ("far-mass", "token", 5.0), ("far-mass", "haar", 1.35),
+                               ("far-mass", "householder", 5.8), ("far-mass", "householder-token", 16.5),
+                               ("far-mass", "givens", 40.0), ("values", "so2", 1.8), ("values", "householder", 0.9),
+                               ("values", "givens", 0.6)))
 
 PRESETS = {
     "quick": QUICK,
@@ -100,7 +107,7 @@ PRESETS = {
     "full": replace(QUICK, coherence_samples=220_000, theory_samples=80_000, bias_samples=1024,
                     transfer_samples=60_000, gap_samples=1_350_000, scores_sequences=25_000, far_samples=1152,
                     alibi_samples=72_000, engines_samples=256, adversarial_iterations=300, residual_samples=45_000,
-                    se_replicates=80, fast_path_length=61,
+                    se_replicates=12_000, fast_path_length=61, transport_samples=200_000, pair_samples=200_000,
                     family_factors=(("coherence", "haar", 0.25), ("coherence", "householder", 0.06),
                                     ("coherence", "so2", 0.1), ("coherence", "givens", 0.3),
                                     ("coherence", "uniform", 0.3), ("coherence", "householder-token", 0.35),
@@ -112,7 +119,9 @@ PRESETS = {
                                     # 192, householder-token 1.7% of 768, givens 1.6% of 1728; haar 1.0% of 192
                                     # already gives 0.41% at 1152)
                                     ("far-mass", "householder", 4.0), ("far-mass", "token", 2.0),
-                                    ("far-mass", "householder-token", 9.5), ("far-mass", "givens", 19.0))),
+                                    ("far-mass", "householder-token", 9.5), ("far-mass", "givens", 19.0),
+                                    ("coherence", "lie-walk", 0.45), ("transfer", "rope-uniform", 0.25),
+                                    ("values", "givens", 0.6))),
 }
 
 EPS = 0.05
@@ -171,15 +180,26 @@ def default_families() -> dict[str, Family]:
         "uniform": _so2(law="uniform", a=1.3),
         "cauchy": _so2(law="wrapped-cauchy", mu=0.5, gamma=0.3),
         "token": _so2(law="token", source="markov", stay=0.7),
-        "householder": make_family("householder", dim=16, beta=1.0),
+        # beta = 1.3, not 1: at beta = 1 every power of beta is beta, so a beta where beta^2 belongs cannot show
+        "householder": make_family("householder", dim=16, beta=1.3),
         # 256 token directions in d = 16: E[A] = I - 2 W^T W / V has its slowest rate near 0.93 (with V = 32 it was
         # 0.99, and |c(64)| > 0.05 for some random probe pairs: a calibration run caught that row failing 3/40)
         "householder-token": make_family("householder", dim=16, beta=2.0, w="token", vocab=256),
         "haar": make_family("haar", dim=16),
         "givens": make_family("givens", dim=8, sigma=1.0),
+        "lie-walk": make_family("lie-walk", dim=8, sigma=0.3),
+        # every angle law: the lattice (no spectral gap: its far second moment never decays) and RoPE's frequencies
+        # drawn at random (base 10, so every plane turns by at least 0.13)
+        "lattice": _so2(law="lattice", m=2, offset=0.4),
+        "rope-uniform": _so2(law="rope-uniform", base=10.0),
         "rope": make_family("rope", dim=16),
         "nope": make_family("nope", dim=16),
     }
+
+
+#: coherence curve length of families that decay fast: Haar is incoherent after one step; the Lie walk's rate is
+#: e^{-(d-1) sigma^2 / 2} = 0.73 (a matrix exponential per step)
+COHERENCE_STEPS = {"haar": 4, "lie-walk": 16}
 
 
 def family_checks(f: Family, p: Preset, claims: set[str], key: str | None = None) -> list[Check]:
@@ -189,16 +209,16 @@ def family_checks(f: Family, p: Preset, claims: set[str], key: str | None = None
     ts = p.theory_samples
     jobs = [Check("fast-paths", f, {"length": p.fast_path_length})]
     if "C1" in claims:
-        jobs.append(Check("coherence", f, {"steps": 4 if key == "haar" else p.steps, "eps": EPS, "theory_samples": ts,
+        jobs.append(Check("coherence", f, {"steps": COHERENCE_STEPS.get(key, p.steps), "eps": EPS, "theory_samples": ts,
                                          "samples": p.samples("coherence", key, p.coherence_samples)}))
     if "C2" in claims:  # a deterministic family's window is exact from a handful of paths
         jobs.append(Check("window", f, {"contexts": p.contexts, "samples": 4 if deterministic(f) else p.window_samples,
                                       "theory_samples": ts}))
     if "C3" in claims:
         jobs.append(Check("transfer", f, {"train": p.transfer[0], "evaluate": p.transfer[1],
-                                        "samples": p.transfer_samples, "theory_samples": ts}))
+                                        "samples": p.samples("transfer", key, p.transfer_samples), "theory_samples": ts}))
     if "C4" in claims:
-        jobs.append(Check("scores-far-variance", f, {"length": p.scores_length, "offset": p.scores_offset,
+        jobs.append(Check("scores-far-variance", f, {"length": p.scores_length, "offsets": p.scores_offsets,
                                                    "sequences": p.samples("scores-far-variance", key, p.scores_sequences),
                                                    "theory_samples": ts}))
     if "C5" in claims:
@@ -218,13 +238,16 @@ def plan(preset: Preset) -> list[Check]:
     jobs: list[Check] = []
     claims_of = {"so2": {"C1", "C2", "C4", "C6"}, "vonmises": {"C1"}, "uniform": {"C1"}, "cauchy": {"C1"},
                  "token": {"C1", "C3", "C4", "C5"}, "householder": {"C1", "C2", "C4", "C5", "C6"},
-                 "householder-token": {"C1", "C4", "C5"}, "haar": {"C1", "C4", "C5"}, "givens": {"C1", "C4", "C5"},
-                 "rope": {"C2"}}  # every angle law (its sampler and characteristic function) on C1
+                 "householder-token": {"C1", "C4", "C5"}, "haar": {"C1", "C4", "C5"},
+                 "givens": {"C1", "C4", "C5", "C6"}, "lie-walk": {"C1"}, "lattice": {"C4"}, "rope-uniform": {"C3"},
+                 "rope": {"C2"}}  # every family and every angle law (its sampler and characteristic function)
     for key, claims in claims_of.items():
         jobs += family_checks(fam[key], p, claims, key)
+    jobs += route_checks(p, fam)
     jobs.append(Check("window-bias", fam["so2"], {"context": p.bias_context, "samples": p.bias_samples, "theory_samples": ts}))
     for d in p.gap_dims:
-        gap = [(_so2(dim=d, law="uniform", a=math.pi), 1), (_so2(dim=d, law="gaussian", sigma=1.0), 16)]
+        # both laws mix by their lag: theta ~ U(-pi, pi) at once, the Gaussian sum of 4 angles has variance 16
+        gap = [(_so2(dim=d, law="uniform", a=math.pi), 1), (_so2(dim=d, law="gaussian", sigma=2.0), 4)]
         gap += [(make_family("haar", dim=d), 1)] if d <= p.haar_max_dim else []
         for f, offset in gap:
             jobs.append(Check("score-gap", f, {"offset": offset, "samples": p.gap_samples}))
@@ -239,8 +262,25 @@ def plan(preset: Preset) -> list[Check]:
                                      "starts": 2}))
     for estimator, f in (("coherence", fam["so2"]), ("window", fam["so2"]), ("score-gap", fam["householder"]),
                          ("near-weight", fam["so2"]), ("far-residual", fam["so2"])):
-        jobs.append(Check("stderr", f, {"estimator": estimator, "replicates": p.se_replicates,
-                                      "samples": 40 if estimator in ("near-weight",) else 200}))
+        jobs.append(Check("stderr", f, {"estimator": estimator, "replicates": p.se_replicates}))
+    return jobs
+
+
+def route_checks(p: Preset, fam: dict[str, Family]) -> list[Check]:
+    """The routes no claim's own row takes (``accum.routechecks``): each step form's transport, transpose and pair
+    operator (so2, householder, givens: the angle, Householder and dense forms) and the moment-operator theory held
+    to the built-ins' closed forms."""
+    jobs = []
+    for key in ("so2", "householder", "givens"):
+        jobs.append(Check("transport", fam[key], {"lags": p.transport_lags, "samples": p.transport_samples}))
+        jobs.append(Check("pair-operator", fam[key], {"samples": p.pair_samples, "theory_samples": p.theory_samples}))
+    estimated = [("coherence", key, {"steps": 8}) for key in ("so2", "householder", "householder-token", "givens",
+                                                                "lie-walk")]
+    estimated += [("far-variance", key, {"offset": 4}) for key in ("so2", "householder", "haar", "givens")]
+    estimated += [("far-residual", key, {"far_sizes": (1, 10)}) for key in ("so2", "householder")]
+    for quantity, key, options in estimated:
+        jobs.append(Check("estimated-theory", fam[key], {"quantity": quantity, "theory_samples": p.theory_samples,
+                                                          **options}))
     return jobs
 
 
@@ -249,7 +289,7 @@ def plan_for_family(preset: Preset, family: Family, claims: set[str]) -> list[Ch
     standard error of the coherence estimator on it."""
     jobs = family_checks(family, preset, claims)
     if "C1" in claims:
-        jobs.append(Check("stderr", family, {"estimator": "coherence", "replicates": preset.se_replicates, "samples": 200}))
+        jobs.append(Check("stderr", family, {"estimator": "coherence", "replicates": preset.se_replicates}))
     return jobs
 
 

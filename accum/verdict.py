@@ -23,21 +23,24 @@ prediction is itself estimated (moment operators of a user family), prediction s
   prediction is 0 (|p_i| <= floor) have no relative error; a row whose every prediction is 0 states instead
   mde_absolute = min_i k sqrt(se_i^2 + pse_i^2), the smallest departure from 0 it would detect.
 
-Dispersion rows check a standard error itself: R independent replicate estimates x_r with reported se_r
-(each se_r^2 ~ Var x chi^2_nu / nu) give F = s^2_between / mean_r se_r^2 ~ F(R - 1, R nu) when the reported
-errors are right; too small errors push F up, too large ones down.  The row reports the two-sided tail
-probability as its normal-equivalent z.
+Standard-error rows check a standard error itself: R independent replicate estimates x_r with reported se_r give
+rho = sqrt(mean_r (x_r - xbar)^2 / mean_r se_r^2), 1 when the reported errors are right, with a delta-method
+standard error from the replicates themselves (``stderr_ratio``); the row holds rho to 1 two-sided, so errors too
+small and too large both fail, and its mde is the relative error of the reported standard error it detects.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
 from scipy import stats as sps
 
 KINDS = ("statistical", "adversarial", "exact", "bound")
 EVIDENCE = ("statistical", "adversarial")
+SCALES = ("linear", "log")
+SIDES = ("two", "upper", "lower")
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,8 @@ class Measurement:
             raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
         if self.reference not in ("normal", "t") or (self.reference == "t" and not (self.dof and self.dof >= 1)):
             raise ValueError(f"reference must be 'normal' or 't' with dof >= 1, got {self.reference!r}, {self.dof!r}")
+        if self.scale not in SCALES or self.side not in SIDES:
+            raise ValueError(f"scale must be one of {SCALES} and side one of {SIDES}, got {self.scale!r}, {self.side!r}")
 
     @property
     def counts_as_evidence(self) -> bool:
@@ -182,17 +187,49 @@ def judge(m: Measurement, alpha: float) -> Row:
                absolute_detectable_effect(m, k))
 
 
-def dispersion(values: np.ndarray, stderrs: np.ndarray, dof: float) -> tuple[float, float]:
-    """(F, z): F = s^2_between / mean se^2 against F(R - 1, R dof), z its two-sided normal equivalent
-    (positive when the replicates spread more than their reported errors say: errors too small)."""
-    x, se = np.asarray(values, dtype=float), np.asarray(stderrs, dtype=float)
-    r = x.size
-    with np.errstate(divide="ignore", invalid="ignore"):  # identical replicates with se = 0: nan, a failure
-        ratio = float(np.var(x, ddof=1) / np.mean(se**2))
-    lower = sps.f.cdf(ratio, r - 1, r * dof)
-    upper = sps.f.sf(ratio, r - 1, r * dof)
-    z = float(sps.norm.isf(upper)) if upper < lower else float(-sps.norm.isf(lower))
-    return ratio, z
+def judge_all(measurements: Sequence[Measurement], budget: float, n_evidence: int) -> list[Row]:
+    """Each row judged at its share budget / R of the false-failure budget (R = ``n_evidence``, at least 1)."""
+    return [judge(m, budget / max(n_evidence, 1)) for m in measurements]
+
+
+def claim_verdicts(rows: Sequence[Row], claims: Sequence[str]) -> dict[str, bool]:
+    """A claim passes when it has at least one evidence row and every row attributed to it passed."""
+    return {c: any(r.claim == c and r.counts_as_evidence for r in rows) and all(r.passed for r in rows if r.claim == c)
+            for c in claims}
+
+
+def report_verdict(rows: Sequence[Row], claims: Sequence[str]) -> tuple[dict[str, bool], bool, bool]:
+    """(verdict per claim, sanity verdict, report verdict): the sanity rows are those of no claim in ``claims`` (the
+    engine's exact rows); the report passes when every claim and every sanity row passes."""
+    verdicts = claim_verdicts(rows, claims)
+    sanity = all(r.passed for r in rows if r.claim not in claims)
+    return verdicts, sanity, all(verdicts.values()) and sanity
+
+
+def stderr_ratio(values: np.ndarray, stderrs: np.ndarray) -> tuple[float, float]:
+    """(rho, se): how far the spread of R independent replicate estimates exceeds their reported standard errors.
+
+    values, stderrs: (R, J), J outputs of one estimator per replicate (points pooled: a scale error of the reported
+    errors moves all of them).  With xbar_j the mean over replicates,
+        U_r = mean_j (x_rj - xbar_j)^2 R/(R-1) / vbar_j,   V_r = mean_j se_rj^2 / vbar_j,   vbar_j = mean_r se_rj^2,
+    rho = sqrt(mean U / mean V) is 1 when the errors are honest (E U = E V) and 1 + e when every reported error is a
+    factor 1 / (1 + e) too small.  Its standard error is the delta method on log(mean U / mean V) with the replicates'
+    own variances and covariance of U and V (any kurtosis of the estimates is in var U, so no normal-theory F law
+    is assumed): se(rho) = rho / 2 sqrt(var U / (R Ubar^2) + var V / (R Vbar^2) - 2 cov(U, V) / (R Ubar Vbar)).
+    Identical replicates with se = 0 give nan (a failure)."""
+    x, se = np.atleast_2d(np.asarray(values, dtype=float)), np.atleast_2d(np.asarray(stderrs, dtype=float))
+    if x.shape[0] == 1 and x.shape[1] > 1:
+        x, se = x.T, se.T  # (R,) given as one row
+    r = x.shape[0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.mean(se**2, axis=0)
+        u = np.mean((x - x.mean(axis=0)) ** 2 * (r / (r - 1)) / scale, axis=1)
+        v = np.mean(se**2 / scale, axis=1)
+        ub, vb = u.mean(), v.mean()
+        cov = np.cov(u, v)
+        var_log = (cov[0, 0] / ub**2 + cov[1, 1] / vb**2 - 2 * cov[0, 1] / (ub * vb)) / r
+        rho = float(np.sqrt(ub / vb))
+    return rho, float(rho / 2 * np.sqrt(var_log))
 
 
 def binomial_interval(failures: int, runs: int, level: float = 0.95) -> tuple[float, float]:

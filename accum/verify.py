@@ -38,8 +38,8 @@ from .report_plan import CLAIMS, PRESETS, plan, plan_for_family
 def add_verify(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="check every claim C1-C6; exit 1 if any fails")
     size = p.add_mutually_exclusive_group()
-    size.add_argument("--quick", dest="preset", action="store_const", const="quick", help="the smaller report (default): about 80 CPU-seconds; measured 1 min 47 s with --workers 2 --threads 1 on 2 "
-                      "cores shared with other work")
+    size.add_argument("--quick", dest="preset", action="store_const", const="quick", help="the smaller report (default): every engine and theory route, a 1%% error detected per claim and "
+                      "family; about 85 CPU-seconds (docs/verify.md)")
     size.add_argument("--full", dest="preset", action="store_const", const="full", help="the larger report: more samples, tighter detectable errors (its time and memory: docs/verify.md)")
     p.set_defaults(preset="quick", run=run_verify)
     p.add_argument("--seed", type=integer_option, default=0,

@@ -29,11 +29,11 @@ from .steps import AngleSteps
 from . import montecarlo as mc
 from .farset import far_residual, near_weight
 from .montecarlo import (MAX_BINS, ContextEstimate, CurveEstimate, Estimate, Moments, OnsetEstimate,
-                         ScoreGapEstimate, batches, check_family, check_rng, check_samples, check_steps, group_sizes,
+                         ScoreGapEstimate, batches, check_budget, check_family, check_rng, check_samples, check_steps, group_sizes,
                          grouped_sums, jackknife, path_chunk, path_floats, pooled_mean, probe, step_form, unit_probe)
 
-__all__ = ["Estimate", "bilinear_path", "coherence", "drift", "far_residual", "mean_product_sq", "near_weight",
-           "offset_profile", "onset", "score_gap", "window"]
+__all__ = ["Estimate", "bilinear_path", "coherence", "drift", "far_residual", "last_row_sums", "mean_product_sq",
+           "near_weight", "offset_profile", "onset", "score_gap", "window", "window_width"]
 
 
 def bilinear_path(family: Family, rng: np.random.Generator, n_steps: int, batch: int, q: np.ndarray, k: np.ndarray,
@@ -238,15 +238,18 @@ def onset(family: Family, eps: float, n_steps: int, n_samples: int, rng: np.rand
     return OnsetEstimate(float(value), float(se), int(sizes.sum()), eps=eps, n_steps=n_steps)
 
 
-def _last_row_sums(family: Family, context: int, n_samples: int, rng: np.random.Generator, least: int = 2):
-    """Group sums of the last query's score row s_{T-1, T-1-Delta}, Delta = 0..T-1, unit q = k.
+def last_row_sums(family: Family, context: int, n_samples: int, rng: np.random.Generator, q: np.ndarray | None = None,
+                  k: np.ndarray | None = None, least: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group sums, sums of squares and sizes (``montecarlo.grouped_sums``) of the last query's score row
+    s_{T-1, T-1-Delta} = q^T A_{T-1} ... A_{T-Delta} k, Delta = 0..T-1 (probes default 1/sqrt(d)).
 
-    One fresh sequence of length T per sample; the row is the transposed transport of q read against k.
+    One fresh sequence of length T per sample; the row is the transposed transport of q read against k
+    (k^T A_1^T ... A_Delta^T q), so q != k tells the transpose from the forward product.
     """
     check_family(family)
     check_rng(rng)
     check_steps("context", context)
-    q = k = unit_probe(family.dim)
+    q, k = probe("q", q, family.dim), probe("k", k, family.dim)
 
     def draw(b: int) -> np.ndarray:
         return bilinear_path(family, rng, context, b, k, q, transposed=True)[:, :context]
@@ -254,40 +257,48 @@ def _last_row_sums(family: Family, context: int, n_samples: int, rng: np.random.
     return grouped_sums(draw, n_samples, path_floats(step_form(family), family.dim, context), least=least)
 
 
-def offset_profile(family: Family, context: int, n_samples: int, rng: np.random.Generator) -> ContextEstimate:
+def offset_profile(family: Family, context: int, n_samples: int, rng: np.random.Generator, q: np.ndarray | None = None,
+                   k: np.ndarray | None = None) -> ContextEstimate:
     """c_T(Delta) = E[q^T A_{T-1} ... A_{T-Delta} k], Delta = 0..T-1, for the last query of a length-T context.
 
     For stationary step laws c_T(Delta) = c(Delta) whatever T: per-token suppression measured at one length
     holds at every length (claim C3).  Shape (T,), plain standard errors.
     """
-    sums, squares, sizes = _last_row_sums(family, context, n_samples, rng)
+    sums, squares, sizes = last_row_sums(family, context, n_samples, rng, q, k)
     return ContextEstimate(*pooled_mean(sums, squares, sizes), context=context)
 
 
-def window(family: Family, context: int, n_samples: int, rng: np.random.Generator) -> ContextEstimate:
+def window_width(total: np.ndarray, total_sq: np.ndarray, n: int, near: float = 1.0, start: int = 0) -> float:
+    """sum_{Delta >= start} c^2(Delta) / near^2 with each c^2 estimated without bias from n samples' sum S and sum
+    of squares Q: (S^2 - Q) / (n (n - 1)) (the U-statistic of E[x] E[x'] over pairs of distinct samples)."""
+    return float(np.sum(((total**2 - total_sq) / (n * (n - 1)))[start:]) / near**2)
+
+
+def window(family: Family, context: int, n_samples: int, rng: np.random.Generator, q: np.ndarray | None = None,
+           k: np.ndarray | None = None) -> ContextEstimate:
     """Mixing-window width at context length T: W(T) = sum_{Delta=0}^{T-1} c_T(Delta)^2 / (q.k)^2.
 
     c_T is the last-row profile of ``offset_profile``.  W counts the effectively coherent offsets: for
     c(Delta) = rho^Delta it is (1 - rho^{2T}) / (1 - rho^2) -> 1 / (1 - rho^2), finite for every T (claim C2);
-    for RoPE it grows with T.  Each c^2 is estimated without bias, (S^2 - sum x^2) / (n (n - 1)), so noise
+    for RoPE it grows with T.  Each c^2 is estimated without bias (``window_width``), so noise
     adds no spurious width; jackknife standard error over groups (n_samples >= 4).
     """
-    sums, squares, sizes = _last_row_sums(family, context, n_samples, rng, least=4)
-
-    def width(total: np.ndarray, total_sq: np.ndarray, n: int) -> float:
-        return float(np.sum((total**2 - total_sq) / (n * (n - 1))))
-
-    value, se = jackknife(width, [sums, squares], sizes)
+    q, k = probe("q", q, family.dim), probe("k", k, family.dim)
+    sums, squares, sizes = last_row_sums(family, context, n_samples, rng, q, k, least=4)
+    near = float(q @ k)
+    value, se = jackknife(lambda total, total_sq, n: window_width(total, total_sq, n, near), [sums, squares], sizes)
     return ContextEstimate(float(value), float(se), int(sizes.sum()), context=context)
 
 
-def score_gap(family: Family, offset: int, n_samples: int, rng: np.random.Generator, bins: int = 60) -> ScoreGapEstimate:
+def score_gap(family: Family, offset: int, n_samples: int, rng: np.random.Generator, bins: int = 60,
+              batch_floats: int | None = None) -> ScoreGapEstimate:
     """Far-score statistics at distance ``offset``: s = q^T A_offset ... A_1 k with |q| = |k| = 1.
 
     mean is the far variance scaled by d, d E[s^2] (theory: 1 for Haar, |q|^2 |k|^2 = 1); it also holds the far
     mean with its standard error, the near score q.k = 1, the standardised gap (q.k - E s) / sd(s), the
     empirical tail P(|s| >= 1/2) and a histogram of s.  Standard error of d E[s^2] from the fourth moment.
-    Streamed: each batch is folded into running moments, histogram counts and the tail count.
+    Streamed: each batch (at most ``batch_floats`` numbers, default ``montecarlo.BATCH_BUDGET``) is folded into
+    running moments, histogram counts and the tail count.
     """
     check_family(family)
     check_rng(rng)
@@ -298,7 +309,7 @@ def score_gap(family: Family, offset: int, n_samples: int, rng: np.random.Genera
     q = k = unit_probe(d)
     far_m, sq_m = Moments(), Moments()
     counts, tail = np.zeros(bins, dtype=np.int64), 0
-    for b in batches(n_samples, path_floats(step_form(family), d, offset)):
+    for b in batches(n_samples, path_floats(step_form(family), d, offset), check_budget(batch_floats)):
         far = bilinear_path(family, rng, offset, b, q, k, last_only=True)[:, -1]
         far_m.add(far)
         sq_m.add(d * far**2)

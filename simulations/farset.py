@@ -18,8 +18,7 @@ from .params import check_bool, check_int, field_error
 from .steps import accumulate_angle_values
 
 from .montecarlo import (ALIBI_SLOPE, MAX_FAR_SIZE, MAX_STEPS, S0, FarResidualEstimate, Moments, NearWeightEstimate,
-                         batches,
-                         check_family, check_rng, check_samples, step_form, stream_floats, unit_probe)
+                         batches, check_budget, check_family, check_rng, check_samples, probe, step_form, stream_floats)
 
 
 def _check_sizes(name: str, sizes: Sequence[int]) -> np.ndarray:
@@ -42,29 +41,32 @@ def _check_streaming(family: Any, far_sizes: Any, n_samples: Any, rng: Any, chun
 
 
 def near_weight(family: Family, far_sizes: Sequence[int], s0: float, n_samples: int, rng: np.random.Generator,
-                alibi_slope: float = 0.0, chunk: int = 4096, device: str | None = None) -> NearWeightEstimate:
+                alibi_slope: float = 0.0, chunk: int = 4096, device: str | None = None, q: np.ndarray | None = None,
+                k: np.ndarray | None = None, batch_floats: int | None = None) -> NearWeightEstimate:
     """Attention weight on one near target among N far copies of its key, for each N in ``far_sizes``.
 
     Scores (logits): near s_0 (Delta = 0, no transport); far s_Delta = s0 q^T A_i ... A_{i-Delta+1} k - slope Delta
-    for Delta = 1..N with unit q = k, so |s_Delta + slope Delta| <= s0 for any orthogonal steps.  Near weight
+    for Delta = 1..N with probes q, k (default q = k = 1/sqrt(d); pass unit vectors, then |s_Delta + slope Delta|
+    <= s0 for any orthogonal steps; q != k tells a transport from its transpose).  Near weight
         w(N) = e^{s0} / (e^{s0} + sum_{Delta=1}^N e^{s_Delta}).
     The far sum is streamed over Delta in chunks with a running log-sum-exp (memory O(chunk), any N), and
     samples in batches folded into running moments (memory O(batch), any n_samples).  The estimate also holds the far
     mass M(N) = sum_Delta e^{s_Delta - s0} (an unbiased mean, E M = N E e^{s - s0} for stationary steps) and
     its log.  Far scores come from ``_far_score_stream`` (one cos per plane and step for SO(2) steps).
     device: None draws with ``rng``; "cpu" / "cuda" draws the angles with torch there (see ``coherence``).
+    batch_floats: memory of one batch of samples in float64 numbers (default ``montecarlo.BATCH_BUDGET``).
     """
     import torch
 
     sizes = _check_streaming(family, far_sizes, n_samples, rng, chunk)
     s0, alibi_slope = S0.validate(s0), ALIBI_SLOPE.validate(alibi_slope)
     d = family.dim
-    q = k = unit_probe(d)
+    q, k, budget = probe("q", q, d), probe("k", k, d), check_budget(batch_floats)
     # dependent steps (a Markov token source) are drawn in one piece per batch, so no chunk restarts the chain
     span = int(sizes[-1]) if not getattr(family, "iid_steps", True) else None
     next_scores = _score_source(family, rng, q, k, device, span)
     weight, mass, log_mass = Moments(), Moments(), Moments()
-    for b in batches(n_samples, stream_floats(step_form(family), d, span or chunk, int(sizes[-1]))):
+    for b in batches(n_samples, stream_floats(step_form(family), d, span or chunk, int(sizes[-1])), budget):
         scores = next_scores(b)
         lse, done, rows = None, 0, []
         for target in sizes:
@@ -139,7 +141,8 @@ def _score_source(family: Family, rng: np.random.Generator, q: np.ndarray, k: np
 
 
 def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: np.random.Generator,
-                 value_rotation: bool = True, chunk: int = 4096, device: str | None = None) -> FarResidualEstimate:
+                 value_rotation: bool = True, chunk: int = 4096, device: str | None = None, m: np.ndarray | None = None,
+                 batch_floats: int | None = None) -> FarResidualEstimate:
     """Squared norm of the uniformly weighted far value residual, |r(N)|^2 / |m|^2, for each N.
 
     r(N) = (1/N) sum_{Delta=1}^N P_Delta m with P_Delta = A_i ... A_{i-Delta+1} (values transported like keys,
@@ -147,17 +150,18 @@ def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: 
     U_t = A_t (U_{t-1} + m), U_N = N r(N), streamed in chunks of steps and batches of samples (running
     moments).  Theory for SO(2) with real plane coherence rho: E|r|^2 / |m|^2 -> (1 + rho) / ((1 - rho) N).
     device: None draws with ``rng``; "cpu" / "cuda" draws the angles with torch there (see ``coherence``).
+    m: the value vector (default 1/sqrt(d)); batch_floats: memory of one batch (``near_weight``).
     """
     from . import backend_torch as bt
 
     sizes = _check_streaming(family, far_sizes, n_samples, rng, chunk)
     check_bool("value_rotation", value_rotation)
     d = family.dim
-    m = unit_probe(d)
+    m, budget = probe("m", m, d), check_budget(batch_floats)
     dev = bt.check_device(device)
     draw = None if dev is None else bt.angle_sampler(family, dev, bt.torch_generator(rng, dev))
     moments = Moments()
-    for b in batches(n_samples, stream_floats(step_form(family), d, chunk, int(sizes[-1]))):
+    for b in batches(n_samples, stream_floats(step_form(family), d, chunk, int(sizes[-1])), budget):
         u = np.zeros((b, d))
         done = 0
         out = []
@@ -171,6 +175,6 @@ def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: 
                 else:
                     u = family.sample(rng, n, b).accumulate_values(u, m)
                 done += n
-            out.append(np.sum((u / target) ** 2, axis=1))
+            out.append(np.sum((u / target) ** 2, axis=1) / float(m @ m))
         moments.add(np.array(out).T)
     return FarResidualEstimate(moments.mean, moments.stderr(), moments.n, far_sizes=sizes, value_rotation=value_rotation)

@@ -167,6 +167,11 @@ def check_samples(n_samples: Any, least: int = 2) -> int:
     return check_int("n_samples", n_samples, least, MAX_SAMPLES)
 
 
+def check_budget(budget: Any) -> int | None:
+    """A batch memory budget in float64 numbers (``batches``): None (``BATCH_BUDGET``) or an int in [1, BATCH_BUDGET]."""
+    return None if budget is None else check_int("batch_floats", budget, 1, BATCH_BUDGET)
+
+
 def check_steps(name: str, n_steps: Any) -> int:
     """A step count (n_steps, context, offset) as an int in [1, MAX_STEPS]."""
     return check_int(name, n_steps, 1, MAX_STEPS)
@@ -180,9 +185,11 @@ def group_sizes(n_samples: int, groups: int = 16, least: int = 2) -> list[int]:
     return [base + (i < extra) for i in range(g)]
 
 
-def batches(size: int, per_sample: int) -> Iterator[int]:
-    """Sub-batch sizes for ``size`` samples that each need ``per_sample`` floats of memory."""
-    step = max(1, BATCH_BUDGET // max(per_sample, 1))
+def batches(size: int, per_sample: int, budget: int | None = None) -> Iterator[int]:
+    """Sub-batch sizes for ``size`` samples that each need ``per_sample`` floats of memory, at most ``budget``
+    (default ``BATCH_BUDGET``) floats a batch.  A small budget makes many batches, whose running moments are
+    merged (``Moments.add``): how ``accum verify`` holds that merge to its standard errors."""
+    step = max(1, (BATCH_BUDGET if budget is None else budget) // max(per_sample, 1))
     for start in range(0, size, step):
         yield min(step, size - start)
 

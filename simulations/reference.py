@@ -15,12 +15,11 @@ def transport(mats: np.ndarray, x: np.ndarray) -> np.ndarray:
     """
     batch, n, d, _ = mats.shape
     out = np.zeros((batch, n + 1, d))
-    for b in range(batch):
-        cur = np.array(x[b], dtype=np.float64)
-        out[b, 0] = cur
-        for t in range(n):
-            cur = mats[b, t] @ cur
-            out[b, t + 1] = cur
+    cur = np.array(x, dtype=np.float64)
+    out[:, 0] = cur
+    for t in range(n):  # one explicit matrix-vector product per sequence and step (all sequences at once)
+        cur = np.einsum("bij,bj->bi", mats[:, t], cur)
+        out[:, t + 1] = cur
     return out
 
 

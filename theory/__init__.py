@@ -20,6 +20,6 @@ states the formula, "reconstruction" where it is derived here):
 """
 
 from ._common import NoClosedForm
-from .predict import QUANTITIES, Prediction, predict, prediction
+from .predict import QUANTITIES, Prediction, estimated, predict, prediction
 
-__all__ = ["NoClosedForm", "Prediction", "QUANTITIES", "predict", "prediction"]
+__all__ = ["NoClosedForm", "Prediction", "QUANTITIES", "estimated", "predict", "prediction"]

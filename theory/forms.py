@@ -323,6 +323,11 @@ def closed_forms(family: Any) -> ClosedForms:
     return CLOSED_FORMS.get(type(family), ClosedForms)(family)
 
 
+def has_closed_forms(family: Any) -> bool:
+    """Whether ``family`` is a built-in with its own closed forms (exact class match), not the empty base."""
+    return type(family) in CLOSED_FORMS
+
+
 def plane_angles(family: Any) -> so2.PlaneAngles:
     """How one step of ``family`` turns its planes (``so2.PlaneAngles``, the argument of ``theory.so2``'s formulas);
     ``NoClosedForm`` for a family that is not a built-in SO(2)-block family."""

@@ -212,6 +212,19 @@ def prediction(quantity: str, family: Any, *, rng: np.random.Generator | None = 
         raise NoClosedForm(f"{reason}; the steps are not i.i.d., so the moment operators do not determine it")
     if rng is None:
         raise ParamError("rng: required to estimate the moment operators (no closed form: " + reason + ")")
+    return estimated(quantity, family, rng=rng, samples=samples, **options)
+
+
+def estimated(quantity: str, family: Any, *, rng: np.random.Generator, samples: int | None = None,
+              **options: Any) -> Prediction:
+    """``quantity`` for ``family`` from E[A] and E[A (x) A] estimated from ``samples`` single steps drawn with ``rng``
+    (``theory.moments``), whatever closed form the family has: the route ``prediction`` takes for a family without
+    one, and which ``accum verify`` holds against the closed forms of the built-ins (i.i.d. steps, d <= 32).
+    Jackknife standard error over ``moments.GROUPS`` groups (G - 1 degrees of freedom)."""
+    family = _resolve(quantity, family, options)
+    if quantity not in moments.GENERIC:
+        raise moments.no_generic_form(quantity)
+    fn = functools.partial(moments.GENERIC[quantity], **options)
     count = moments.check_samples(moments.DEFAULT_SAMPLES if samples is None else samples, int(family.dim))
     first, second, sizes = moments.group_moment_sums(family, count, rng)
     value, se = moments.jackknife_prediction(fn, first, second, sizes)
