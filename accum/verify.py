@@ -20,23 +20,30 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from accum.runtime import Interrupted
-from accum.simulations.families import Family, family_name, family_params, make_family
 from accum.simulations.params import ParamError, check_int, check_seed, integer_option, parse_assignments
 from accum.simulations.results import check_output_path, make_output_dir, make_record, reserve_output
-from accum.simulations.runner import check_scheduler, check_workers, connect, default_workers
-from accum.simulations.userfamily import check_sample
 
-from .calibration import calibrate, format_calibration
-from .report import report, run_report
-from .report_format import format_markdown, format_table
-from .report_plan import CLAIMS, PRESETS, plan, plan_for_family
+if TYPE_CHECKING:
+    from accum.simulations.families import Family
+
+# The report's modules (the checks, the theory, torch for the adversarial searches) are imported by the functions
+# that run it, so `accum verify --help` and a refused option answer at once.
 
 
 def add_verify(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("verify", help="check every claim C1-C6; exit 1 if any fails")
+    p = sub.add_parser("verify", help="check every claim C1-C6; exit 1 if any fails",
+                       description="Measure each claim's quantity by Monte Carlo for every family it is about, hold it "
+                                   "against its prediction (closed form, or estimated from a family's moment "
+                                   "operators) and print one row per check -- prediction, measurement +- se, z, "
+                                   "threshold, detectable error, verdict -- then one verdict per claim C1-C6.  The "
+                                   "evidence rows share the false-failure budget.  Exit status 0 when every claim "
+                                   "passes, 1 when one fails, 2 for bad input.  Progress: a bar on a terminal, "
+                                   "otherwise one line per finished check on stderr.  Statistics: docs/verify.md.")
     size = p.add_mutually_exclusive_group()
     size.add_argument("--quick", dest="preset", action="store_const", const="quick", help="the smaller report (default): about 80 CPU-seconds; measured 1 min 47 s with --workers 2 --threads 1 on 2 "
                       "cores shared with other work")
@@ -60,7 +67,7 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--markdown", metavar="PATH", help="also write the report's tables as Markdown")
 
 
-def applicable_claims(family: Family, seed: int) -> tuple[set[str], dict]:
+def applicable_claims(family: "Family", seed: int) -> tuple[set[str], dict]:
     """The claims ``accum check`` says apply to ``family`` (its report's ``claims`` dict)."""
     from accum.theory.checks import check
 
@@ -84,6 +91,8 @@ def check_options(args: argparse.Namespace) -> None:
         raise ParamError(f"--budget must lie in [1e-12, 1), got {args.budget!r}")
     if args.param and not args.family:
         raise ParamError("--param needs --family")
+    from accum.simulations.runner import check_scheduler, check_workers
+
     if args.scheduler is not None:
         check_scheduler(args.scheduler, "--scheduler")
         if args.workers is not None:
@@ -95,6 +104,8 @@ def check_options(args: argparse.Namespace) -> None:
         if args.family:
             raise ParamError("--calibrate runs the default report; leave out --family")
     if args.only is not None:
+        from .report_plan import PRESETS, plan
+
         if args.calibrate is None:
             raise ParamError("--only goes with --calibrate")
         names = sorted({j.check for j in plan(PRESETS[args.preset])})
@@ -106,7 +117,16 @@ def check_options(args: argparse.Namespace) -> None:
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    """``accum verify``: the options checked, the outputs reserved, the report (or --calibrate) run and printed."""
     check_options(args)
+    from accum.simulations.families import family_name, family_params, make_family
+    from accum.simulations.runner import connect, default_workers
+    from accum.simulations.userfamily import check_sample
+
+    from .report import report, run_report
+    from .report_format import format_markdown, format_table
+    from .report_plan import CLAIMS, PRESETS, plan_for_family
+
     workers = default_workers() if args.workers is None else args.workers
     with contextlib.ExitStack() as stack:
         json_out, markdown_out = reserved_outputs(stack, args)
@@ -142,6 +162,10 @@ def run_verify(args: argparse.Namespace) -> int:
 
 def run_calibrate(args: argparse.Namespace, workers: int, json_out: Any) -> int:
     """``accum verify --calibrate N``: the report at N fresh seeds, its failure rate printed (and saved)."""
+    from accum.simulations.runner import connect
+
+    from .calibration import calibrate, format_calibration
+
     start = time.perf_counter()
     with connect(args.scheduler) if args.scheduler else contextlib.nullcontext() as client:
         cache = None if args.cache is None else make_output_dir(args.cache, "--cache")

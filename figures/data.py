@@ -23,9 +23,8 @@ from accum.simulations.families import family_name, family_params
 from accum.simulations.measure import resolve_job
 from accum.simulations.results import ResultError, atomic_write_json
 
+from .paths import DEFAULT_RESULTS
 from .specs import CurveSpec
-
-DEFAULT_RESULTS = Path("results/figures-data")
 
 
 class Measured(NamedTuple):

@@ -22,13 +22,12 @@ from accum.simulations.results import ResultError
 from accum.probes.theory_stats import agreement
 
 from .captions import caption, probes_caption, theory_caption
-from .data import DEFAULT_RESULTS, Measured, ensure
+from .data import Measured, ensure
+from .paths import DEFAULT_OUT, DEFAULT_PROBES, DEFAULT_RESULTS
 from .overlays import THEORIES
 from .plots import BUILDERS, STYLE, fig_probes, fig_theory
 from .specs import ExtraFamily, FigureSpec, figure_specs
 
-DEFAULT_OUT = Path("results/figures")
-DEFAULT_PROBES = Path("probes/results/cpu/sweep.json")
 FORMATS = ("png", "pdf")
 PROBE_KEYS = ("config", "seq_len", "multipliers", "arms", "runs", "missing")
 

@@ -37,23 +37,57 @@ from accum.probes.sweep import (EVAL_RESULTS, SweepConfig, check_analysis, check
                                 markdown_table, run_order, run_sweep)
 from accum.probes.theory_stats import agreement, theory_section
 from accum.probes.train import WEIGHTS, TrainConfig, angle_spread, check_train_memory, load_data, load_trained, train
-from accum.runtime import Interrupted
+from accum.runtime import DEFAULT_THREADS, Interrupted
 from accum.simulations.params import ParamError, check_int, integer_option
 from accum.simulations.results import ResultError, prove_writable_dirs, reserve_output
 
 
+#: what each TrainConfig / EvalConfig field means, shown by --help beside the presets' values
+FIELD_HELP = {
+    "arm": "attention arm (one switch of the attention module)", "seq_len": "training length L_train in tokens",
+    "batch_size": "sequences per training step", "steps": "training steps", "lr": "peak learning rate (AdamW)",
+    "angle_lr_scale": "learned arms: the angle tables' rate, in units of --lr",
+    "min_lr_ratio": "final learning rate / peak (cosine schedule)", "warmup": "linear warm-up steps",
+    "weight_decay": "AdamW weight decay", "grad_clip": "gradient norm clip", "seed": "training seed",
+    "d_model": "model width", "n_heads": "attention heads", "n_layers": "transformer layers",
+    "mlp_ratio": "MLP width / model width", "rope_base": "RoPE frequency base",
+    "path_rank": "PaTH arm: rank of its Householder factors", "path_block": "PaTH arm: block length of its scan",
+    "data_source": "training text (auto: the Shakespeare corpus, else the stdlib's text)",
+    "tokenizer": "byte-level BPE or characters", "bpe_vocab": "BPE vocabulary size",
+    "val_fraction": "share of the text held out for validation", "checkpoint_every": "steps between checkpoints",
+    "log_every": "steps between logged losses", "multipliers": "evaluation lengths, in units of L_train",
+    "n_tokens": "validation targets per evaluation length", "chunk": "evaluation tokens per forward call",
+    "tokens_per_batch": "evaluation windows batched per call = max(1, this // length)",
+}
+
+
+def field_choices(name: str) -> tuple[str, ...] | None:
+    """The allowed values of a text field (listed by --help and checked by argparse), or None."""
+    from accum.probes.data import SOURCES, TOKENIZERS
+
+    return {"arm": tuple(ARMS), "data_source": SOURCES, "tokenizer": TOKENIZERS}.get(name)
+
+
+def preset_values(name: str, default) -> str:
+    """"cpu preset 128, gpu preset 512": the field's value in each preset."""
+    def shown(value):
+        return " ".join(map(str, value)) if isinstance(value, (tuple, list)) else repr(value)
+
+    values = [f"{p} preset {shown({**s['train'], **s['eval']}.get(name, default))}" for p, s in PRESETS.items()]
+    return ", ".join(values)
+
+
 def _add_dataclass_options(parser: argparse.ArgumentParser, cls, skip: tuple[str, ...] = ()) -> None:
-    cpu = {**PRESETS["cpu"]["train"], **PRESETS["cpu"]["eval"]}
     for f in fields(cls):
         if f.name in skip:
             continue
         flag = "--" + f.name.replace("_", "-")
+        about = f"{FIELD_HELP.get(f.name, f'the {cls.__name__} field {f.name}')} ({preset_values(f.name, f.default)})"
         if isinstance(f.default, tuple):
-            parser.add_argument(flag, type=integer_option, nargs="+", default=None,
-                                help=f"cpu preset {list(cpu.get(f.name, f.default))}")
+            parser.add_argument(flag, type=integer_option, nargs="+", default=None, metavar="N", help=about)
         else:
             kind = integer_option if isinstance(f.default, int) else type(f.default)
-            parser.add_argument(flag, type=kind, default=None, help=f"cpu preset {cpu.get(f.name, f.default)!r}")
+            parser.add_argument(flag, type=kind, default=None, choices=field_choices(f.name), help=about)
 
 
 def _from_args(cls, args: argparse.Namespace, base: dict, **override):
@@ -66,23 +100,33 @@ def _from_args(cls, args: argparse.Namespace, base: dict, **override):
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--threads", type=integer_option, default=2, help="torch CPU threads (default 2)")
+    parser.add_argument("--threads", type=integer_option, default=DEFAULT_THREADS,
+                        help=f"torch CPU threads (default {DEFAULT_THREADS}, as for every accum command)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     parser.add_argument("--data-dir", type=Path, default=None, help="data cache (default data/ in the repository)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _sizing(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--preset", default="cpu", help=f"starting sizes: {', '.join(PRESETS)} (default cpu)")
+    parser.add_argument("--preset", default="cpu", choices=tuple(PRESETS),
+                        help="starting sizes, overridden by any option given: cpu (default; 3 layers of width 128, "
+                             "L_train 128, minutes a run on one core) or gpu (6 layers of width 384, L_train 512; "
+                             "not run yet); each option's help shows both values")
     parser.add_argument("--max-memory-gb", type=float, default=None,
                         help="refuse configs whose estimated peak training memory exceeds this (default 80%% of RAM)")
+
+
+PROBE_DESCRIPTION = """The C7 probes: small decoder-only transformers trained at L_train on Shakespeare, one per
+attention arm (NoPE, RoPE, ALiBi, random and learned accumulated SO(2) rotations, PaTH), evaluated at 1x to 64x
+L_train.  `accum probe report` prints the committed sweep's table and verdicts without training.  Each command's
+--help lists its options; the guide is docs/probes.md."""
 
 
 def add_subparser(subparsers) -> argparse.ArgumentParser:
     """Add ``probe`` with sub-commands train, eval, sweep to an argparse ``subparsers`` object."""
     probe = subparsers.add_parser("probe", help="C7 probes: train / evaluate small transformers per arm, report",
-                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = probe.add_subparsers(dest="probe_command", required=True)
+                                  description=PROBE_DESCRIPTION)
+    sub = probe.add_subparsers(dest="probe_command", required=True, metavar="COMMAND")
     p_train = sub.add_parser("train", help="train one arm at L_train (resumes from OUT/checkpoint.pt)")
     _add_dataclass_options(p_train, TrainConfig)
     p_train.add_argument("--out", required=True, help="run folder")
@@ -102,7 +146,8 @@ def add_subparser(subparsers) -> argparse.ArgumentParser:
     _add_dataclass_options(p_sweep, EvalConfig, skip=("seed",))
     p_sweep.add_argument("--eval-seed", type=integer_option, default=0,
                          help="seed of the evaluation (the random arms' angle draws; default 0)")
-    p_sweep.add_argument("--arms", nargs="+", default=list(ARMS), help=f"subset of {' '.join(ARMS)}")
+    p_sweep.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS, metavar="ARM",
+                         help=f"arms to run (default all): {' '.join(ARMS)}")
     p_sweep.add_argument("--seeds", type=integer_option, nargs="+", default=[0, 1, 2], help="training seeds (>= 3; default 0 1 2)")
     p_sweep.add_argument("--looks", type=integer_option, nargs="+", default=None,
                          help="sequential design: judge each claim at these numbers of paired seeds (increasing, "
@@ -135,14 +180,20 @@ def add_subparser(subparsers) -> argparse.ArgumentParser:
     p_theory.add_argument("--out", type=Path, default=None, help="output (default RUN/theory.json)")
     p_theory.add_argument("--windows", type=integer_option, default=None, help="validation windows of 2 L_train tokens")
     _common(p_theory)
-    p_report = sub.add_parser("report", help="print a finished (or partial) sweep's table and C7 verdicts; no training")
-    p_report.add_argument("--sweep", type=Path, default=DEFAULT_SWEEP, help=f"sweep.json (default {DEFAULT_SWEEP})")
+    p_report = sub.add_parser("report", help="print a finished (or partial) sweep's table and C7 verdicts; no training",
+                              description="Print the table (perplexity per arm and length, mean +- sd over seeds), "
+                                          "the C7 verdicts recomputed from the per-run numbers, and the theory vs "
+                                          "trained probes section, from a sweep.json of `accum probe sweep`.  No "
+                                          "training; the default is the committed CPU sweep.")
+    p_report.add_argument("--sweep", type=Path, default=DEFAULT_SWEEP,
+                          help=f"sweep.json (default: the committed CPU sweep, {DEFAULT_SWEEP})")
     probe.set_defaults(run=run)
     return probe
 
 
 MAX_THREADS = 256
-DEFAULT_SWEEP = Path("probes/results/cpu/sweep.json")
+#: the committed CPU sweep, found from this file (not the current folder), so the default works anywhere
+DEFAULT_SWEEP = Path(__file__).resolve().parent / "results" / "cpu" / "sweep.json"
 ANALYSIS_FLAGS = {"analysis_multiplier": "--analysis-multiplier", "analysis_windows": "--analysis-windows"}
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from accum.runtime import Interrupted
 
-from .bench import add_bench
 from .families import FAMILIES
 from .measure import QUANTITIES, config_from_record, plan_measurement, run_plan
 from .params import ParamError, check_seed, integer_option, parse_assignments
@@ -130,4 +129,5 @@ def kept_jobs(grid_path: str, out: str | None) -> str:
     return f"interrupted; {done} of {len(jobs)} jobs kept in {output}"
 
 
-SUBCOMMANDS = (add_families, add_measure, add_bench, add_sweep)
+#: the commands this module defines (``accum.cli.COMMANDS`` registers them by name)
+SUBCOMMANDS = (add_families, add_measure, add_sweep)

@@ -14,14 +14,10 @@ import time
 
 import numpy as np
 
-from accum.simulations.families import FAMILIES, family_name, make_family
-from accum.simulations.measure import set_params
 from accum.simulations.params import ParamError, check_int, check_seed, integer_option, parse_assignments
 from accum.simulations.results import NonFiniteError, check_output_path, jsonable, make_record, reserve_output
-from accum.simulations.userfamily import check_sample
 
-from .checks import check, format_report
-from .sampled import MAX_STEP_NUMBERS, MIN_DENSE_SAMPLES
+# the families and the checks (scipy.stats) are imported by ``run``, so `accum check --help` answers at once
 
 
 #: allowed ranges of the options (inclusive): the pair operator E[A (x) A] has d^4 entries and an SVD of size d^2
@@ -52,6 +48,13 @@ def add_subparser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
 
 def run(args: argparse.Namespace) -> int:
     """Run ``accum check``; returns the exit status (0 condition holds, 1 it fails)."""
+    from accum.simulations.families import FAMILIES, family_name, make_family
+    from accum.simulations.measure import set_params
+    from accum.simulations.userfamily import check_sample
+
+    from .checks import check, format_report
+    from .sampled import MAX_STEP_NUMBERS, MIN_DENSE_SAMPLES
+
     for option, value, (lo, hi) in (("--samples", SAMPLES_RANGE[0] if args.samples is None else args.samples, SAMPLES_RANGE),
                                     ("--k-max", args.k_max, K_MAX_RANGE), ("--pair-dim", args.pair_dim, PAIR_DIM_RANGE)):
         check_int(option, value, lo, hi)
