@@ -22,6 +22,7 @@ import contextlib
 import os
 import signal
 import sys
+import time
 from typing import Any, Iterator, Sequence
 
 from accum.errors import ParamError
@@ -93,6 +94,56 @@ def thread_limits(threads: int) -> Iterator[dict]:
         finally:
             if torch is not None:
                 torch.set_num_threads(previous)
+
+
+def progress_bar(total: int, desc: str, unit: str, enabled: bool = True, initial: int = 0, every: float = 0.0) -> Any:
+    """Progress on stderr, as a context manager with ``update(n=1)``: a tqdm bar on a terminal; elsewhere (CI logs,
+    nohup, notebooks) plain lines "DESC: K of TOTAL UNITs done (S s)", one per update or at most one per ``every``
+    seconds (``PlainProgress``); nothing when not ``enabled``."""
+    if enabled and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        return tqdm(total=total, initial=initial, desc=desc, unit=unit, leave=False, unit_scale=every > 0)
+    return PlainProgress(total, desc, unit, initial, every, enabled)
+
+
+class PlainProgress:
+    """Progress as plain lines on stderr, for a stderr that is not a terminal (``progress_bar``)."""
+
+    def __init__(self, total: int, desc: str, unit: str, initial: int = 0, every: float = 0.0,
+                 enabled: bool = True) -> None:
+        self.total, self.desc, self.unit, self.done, self.every, self.enabled = total, desc, unit, initial, every, enabled
+        self.start = self.last = time.monotonic()
+
+    def __enter__(self) -> "PlainProgress":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def update(self, n: int = 1) -> None:
+        """Count ``n`` more done; print the line unless one was printed less than ``every`` seconds ago."""
+        self.done += n
+        now = time.monotonic()
+        if self.enabled and now - self.last >= self.every:  # with ``every``, nothing for a run shorter than it
+            self.last = now
+            print(f"{self.desc}: {self.done} of {self.total} {self.unit}s done ({now - self.start:.0f} s)",
+                  file=sys.stderr, flush=True)
+
+
+class Heartbeat:
+    """Progress of long work with no count to show: ``beat(what)`` prints "DESC: WHAT (S s)" on stderr, at most once
+    every ``every`` seconds and never in the first ``every`` seconds (a quick run prints nothing)."""
+
+    def __init__(self, desc: str, every: float = 10.0) -> None:
+        self.desc, self.every = desc, every
+        self.start = self.last = time.monotonic()
+
+    def __call__(self, what: str) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            print(f"{self.desc}: {what} ({now - self.start:.0f} s)", file=sys.stderr, flush=True)
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -65,6 +65,8 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", metavar="PATH", help="also write the report (rows, verdicts, timings; with --calibrate: the "
                                                "calibration summary) as a JSON record")
     p.add_argument("--markdown", metavar="PATH", help="also write the report's tables as Markdown")
+    p.add_argument("--no-progress", action="store_true", help="no progress (a bar on a terminal, else one line per "
+                                                              "finished check on stderr)")
 
 
 def applicable_claims(family: "Family", seed: int) -> tuple[set[str], dict]:
@@ -143,11 +145,11 @@ def run_verify(args: argparse.Namespace) -> int:
             if family is not None:
                 claims, why = applicable_claims(family, args.seed)
                 result = report(plan_for_family(preset, family, claims), sorted(claims), args.preset, args.seed,
-                                args.budget, True, workers, client, cache)
+                                args.budget, not args.no_progress, workers, client, cache)
                 result["skipped_claims"] = {c: why[c]["why"] for c in CLAIMS if c not in claims}
                 result["config"] = {"family": family_name(family), "params": family_params(family), **asdict(preset)}
             else:
-                result = run_report(args.preset, args.seed, args.budget, True, workers, client, cache)
+                result = run_report(args.preset, args.seed, args.budget, not args.no_progress, workers, client, cache)
         print(format_table(result))
         for c, why in result.get("skipped_claims", {}).items():
             print(f"{c} not run: {why}")
@@ -170,7 +172,7 @@ def run_calibrate(args: argparse.Namespace, workers: int, json_out: Any) -> int:
     with connect(args.scheduler) if args.scheduler else contextlib.nullcontext() as client:
         cache = None if args.cache is None else make_output_dir(args.cache, "--cache")
         try:
-            result = calibrate(args.preset, args.calibrate, args.seed, args.budget, workers, client, progress=True,
+            result = calibrate(args.preset, args.calibrate, args.seed, args.budget, workers, client, progress=not args.no_progress,
                                cache=cache, only=args.only)
         except KeyboardInterrupt:
             if cache is None:

@@ -13,10 +13,11 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
-from tqdm import tqdm
+
+from accum.runtime import progress_bar
 
 from . import estimators as est
 from . import montecarlo as mc
@@ -226,7 +227,7 @@ STEPS_DRAWN: dict[str, Callable[[dict], int]] = {
 class ProgressFamily:
     """``family`` seen by an estimator, advancing ``bar`` by batch x n_steps at each ``sample`` call."""
 
-    def __init__(self, family: Family, bar: tqdm) -> None:
+    def __init__(self, family: Family, bar: Any) -> None:
         self.family, self.bar, self.dim = family, bar, family.dim
 
     def sample(self, rng: np.random.Generator, n_steps: int, batch: int):
@@ -356,8 +357,7 @@ def run_plan(plan: Plan, progress: bool = False) -> dict:
     start = time.perf_counter()
     total = STEPS_DRAWN[plan.quantity.name](plan.options)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"), \
-            tqdm(total=total, unit="step", unit_scale=True, disable=None if progress else True, leave=False,
-                 desc=plan.quantity.name) as bar:  # an overflow is refused below, as one line
+            progress_bar(total, f"accum measure {plan.quantity.name}", "step", progress, every=10.0) as bar:  # an overflow is refused below, as one line
         result = plan.quantity.run(ProgressFamily(plan.family, bar), plan.options, np.random.default_rng(plan.seed))
     check_finite_result(result, plan.quantity.name, plan.family)
     name = family_name(plan.family)

@@ -235,6 +235,16 @@ def resolve(specs: Sequence[ParamSpec], given: dict[str, Any], owner: str) -> di
 #: the most memory one command may plan to use (bytes); larger work is refused before it starts
 MAX_MEMORY_BYTES = 8 * 2**30
 
+#: flops of one numpy call in long dense work (QR, expm, d x d products over many samples): Ctrl-C and SIGTERM are
+#: acted on between calls, so long work is cut into calls of about this size (a few hundredths of a second)
+PIECE_FLOPS = 5e7
+
+
+def pieces(count: int, flops_each: float) -> list[slice]:
+    """Slices of ``range(count)`` of about ``PIECE_FLOPS`` work each (at least one item), in order."""
+    step = max(1, int(PIECE_FLOPS // max(flops_each, 1.0)))
+    return [slice(start, min(start + step, count)) for start in range(0, count, step)]
+
 
 def check_memory(estimate_bytes: float, option: str, value: Any, owner: str, fits: str) -> None:
     """Refuse planned work whose estimated peak memory exceeds ``MAX_MEMORY_BYTES``.

@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 
+from accum.runtime import Heartbeat
 from accum.simulations.params import ParamError, check_int, check_seed, integer_option, parse_assignments
 from accum.simulations.results import NonFiniteError, check_output_path, jsonable, make_record, reserve_output
 
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             with np.errstate(over="ignore", invalid="ignore"):  # refused below as one line
                 report = check(family, np.random.default_rng(args.seed), samples=args.samples, budget=args.budget,
-                               k_max=args.k_max, pair_dim=args.pair_dim)
+                               k_max=args.k_max, pair_dim=args.pair_dim, progress=Heartbeat("accum check"))
             saved = jsonable(report.to_dict(), "report")
         except (OverflowError, FloatingPointError, NonFiniteError) as err:
             raise NonFiniteError(f"family {family_name(family)} ({set_params(family)}): the checks are not finite in "
