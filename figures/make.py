@@ -17,6 +17,7 @@ from typing import Iterator, Sequence
 import matplotlib
 from matplotlib.figure import Figure
 
+from accum.simulations.inputs import InputError, loads_json, read_text
 from accum.simulations.results import ResultError
 
 from accum.probes.theory_stats import agreement
@@ -72,11 +73,13 @@ def read_probe_sweep(path: Path) -> dict | None:
     """The probes' sweep.json (format: ``probes.sweep``), None if there is none; ``ResultError`` if it is
     unreadable or lacks the keys figure 6 reads."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads_json(read_text(path), path)
     except FileNotFoundError:
         return None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+    except json.JSONDecodeError as err:
         raise ResultError(f"{path}: corrupt probe results ({err})") from None
+    except InputError as err:  # a device, over 64 MiB, nested too deep, a number too long, not UTF-8
+        raise ResultError(f"probe results {err}") from None
     except OSError as err:
         raise ResultError(f"{path}: cannot read probe results ({err.strerror})") from None
     if not isinstance(data, dict) or any(k not in data for k in PROBE_KEYS) or not data["arms"]:

@@ -252,19 +252,25 @@ def check_common(args: argparse.Namespace) -> str:
     return check_device(args.device)
 
 
-def finished_run_config(run_dir: Path) -> TrainConfig:
-    """The training config of the finished ``accum probe train`` in ``run_dir``; ``ParamError`` naming --run."""
+def finished_run_config(run_dir: Path, option: str = "--run") -> TrainConfig:
+    """The training config of the finished ``accum probe train`` in ``run_dir``; ``ParamError`` naming ``option``."""
     record = run_dir / "train.json"
     if not record.is_file():
-        raise ParamError(f"--run {run_dir}: no train.json there; give the folder of an `accum probe train`")
+        raise ParamError(f"{option} {run_dir}: no train.json there; give the folder of an `accum probe train`")
     try:
         saved = read_json(record)
+        if not isinstance(saved, dict):
+            raise ValueError(f"a JSON {type(saved).__name__}, not an object")
         cfg = TrainConfig.from_dict(saved["config"])
     except (ValueError, KeyError, TypeError) as err:
-        raise ParamError(f"--run {run_dir}: train.json is not an `accum probe train` record ({err})") from None
-    if not saved.get("finished") or not (run_dir / WEIGHTS).is_file():
-        raise ParamError(f"--run {run_dir}: training is not finished (step {saved.get('step')} of {cfg.steps}); "
+        raise ParamError(f"{option} {run_dir}: train.json is not an `accum probe train` record ({describe(err)})") from None
+    if not saved.get("finished"):
+        raise ParamError(f"{option} {run_dir}: training is not finished (step {saved.get('step')} of {cfg.steps}); "
                          "rerun `accum probe train` with the same options to resume it")
+    if not (run_dir / WEIGHTS).is_file():
+        raise ParamError(f"{option} {run_dir}: training finished (step {saved.get('step')} of {cfg.steps}) but its "
+                         f"weights, {WEIGHTS}, are not there (committed runs keep train.json and eval.json only); "
+                         f"train it again with `accum probe train --arm {cfg.arm} --seed {cfg.seed} --out DIR` to get them")
     return cfg
 
 
@@ -313,7 +319,7 @@ def run_tables(args: argparse.Namespace, device: str) -> None:
     """Per run: the angle spread (final and its history), the shuffle effect; over runs: cross-seed agreement."""
     check_int("windows", args.windows, 2, 2**16)
     check_int("top", args.top, 2, 2**20)
-    cfgs = [finished_run_config(d) for d in args.run_dirs]
+    cfgs = [finished_run_config(d, "--runs") for d in args.run_dirs]
     for cfg in cfgs:
         tables.check_token_arm(cfg.arm)
     with reserve_output(args.json, "--json") if args.json is not None else nullcontext() as out:
@@ -398,20 +404,32 @@ def load_sweep(path: Path) -> tuple[dict, SweepConfig]:
     """A sweep.json written by ``accum probe sweep``: ``ParamError`` naming --sweep if it is not one,
     ``ResultError`` naming --sweep and the field if its runs do not fit its config (``check_summary``)."""
     if not path.is_file():
-        raise ParamError(f"--sweep {path}: no such file (a sweep.json from `accum probe sweep`)")
+        what = "not a regular file" if path.exists() else "no such file"
+        raise ParamError(f"--sweep {path}: {what} (a sweep.json from `accum probe sweep`)")
     try:
         sweep = read_json(path)
+        if not isinstance(sweep, dict):
+            raise ValueError(f"a JSON {type(sweep).__name__}, not an object with config, runs, missing, verdicts")
         config = SweepConfig.from_dict(sweep["config"])
         absent = [key for key in ("runs", "missing", "verdicts") if key not in sweep]
         if absent:
             raise KeyError(", ".join(absent))
     except (ValueError, KeyError, TypeError) as err:
-        raise ParamError(f"--sweep {path}: not a multi-seed probe sweep ({type(err).__name__}: {err})") from None
+        raise ParamError(f"--sweep {path}: not a multi-seed probe sweep ({describe(err)})") from None
     try:
         check_summary(sweep, config)
     except ResultError as err:
         raise ResultError(f"--sweep {path}: {err}") from None
     return sweep, config
+
+
+def describe(err: Exception) -> str:
+    """What was wrong with a record, in words: a missing key by its name, a bound by the reader's message."""
+    if isinstance(err, KeyError):
+        return f"no {err.args[0]!r} entry" if err.args else "a missing entry"
+    if isinstance(err, TypeError):
+        return "an entry of the wrong type"
+    return str(err)
 
 
 def report_text(sweep: dict, config: SweepConfig) -> str:

@@ -23,6 +23,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from .inputs import InputError, loads_json, read_text
 from .params import ParamError
 
 SCHEMA = "accum.result/1"
@@ -238,18 +239,20 @@ def read_record(path: str | os.PathLike) -> dict:
     options; ``accum measure --from PATH`` re-runs it), ``seed``, ``result`` (numbers and lists of numbers,
     all finite), ``timings`` (seconds), ``version`` and ``platform``.  Raises ``ResultError`` if the file is
     missing, truncated, not JSON, not an accum record, or holds a non-finite number (NaN / Infinity literals
-    or their strings).  Nothing is ever unpickled.
+    or their strings), and for anything ``inputs.read_text`` / ``loads_json`` refuse (a device or FIFO, over
+    64 MiB, nested too deep, a number too long).  Nothing is ever unpickled.
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-        record = json.loads(text)
+        record = loads_json(read_text(path), path)
     except FileNotFoundError:
         raise ResultError(f"{path}: no such result file") from None
     except IsADirectoryError:
         raise ResultError(f"{path}: is a directory, not a result file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+    except json.JSONDecodeError as err:
         raise ResultError(f"{path}: corrupt or half-written result ({err})") from None
+    except InputError as err:  # not a regular file, too large, too deep, a number too long (``inputs``)
+        raise ResultError(str(err)) from None
     except OSError as err:
         raise ResultError(f"{path}: cannot read ({err.strerror or err})") from None
     if not isinstance(record, dict) or record.get("schema") != SCHEMA or any(k not in record for k in REQUIRED):
