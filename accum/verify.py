@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from accum.runtime import Interrupted
-from accum.simulations.params import ParamError, check_int, check_seed, integer_option, parse_assignments
+from accum.simulations.params import ParamError, check_int, check_seed, float_option, integer_option, parse_assignments
 from accum.simulations.results import check_output_path, make_output_dir, make_record, reserve_output
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(preset="quick", run=run_verify)
     p.add_argument("--seed", type=integer_option, default=0,
                    help="the report's seed; each check's stream comes from it and the check's identity (default 0)")
-    p.add_argument("--budget", type=float, default=0.01,
+    p.add_argument("--budget", type=float_option, default=0.01,
                    help="false-failure probability for the whole report, in [1e-12, 1) (default 0.01)")
     p.add_argument("--family", help="verify one family (built-in name or module:Class) on every claim that applies")
     p.add_argument("--param", action="append", metavar="K=V", help="parameter of --family (repeatable)")
@@ -73,8 +74,25 @@ def applicable_claims(family: "Family", seed: int) -> tuple[set[str], dict]:
     """The claims ``accum check`` says apply to ``family`` (its report's ``claims`` dict)."""
     from accum.theory.checks import check
 
-    found = check(family, rng=np.random.default_rng(seed))
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # the rows say what is not finite
+        found = check(family, rng=np.random.default_rng(seed))
     return {c for c, v in found.claims.items() if v["applies"]}, found.claims
+
+
+def refuse_nonfinite_rows(result: dict, family: "Family") -> None:
+    """``NonFiniteError`` naming the family and its parameters if a row of its report measured or predicted NaN or
+    infinity (fp64 overflow, e.g. expanding steps): the one line ``accum measure`` gives, not a report of NaNs."""
+    from accum.simulations.families import family_name
+    from accum.simulations.measure import set_params
+    from accum.simulations.results import NonFiniteError
+
+    for row in result["rows"]:
+        for key in ("measured", "predicted"):
+            value = row[key]
+            if isinstance(value, float) and not math.isfinite(value):
+                raise NonFiniteError(f"family {family_name(family)} ({set_params(family)}): {row['what']}: {key} = "
+                                     f"{value} is not finite -- these parameters give no finite result in fp64; use "
+                                     "smaller values")
 
 
 def reserved_outputs(stack: contextlib.ExitStack, args: argparse.Namespace) -> tuple[Any, Any]:
@@ -146,6 +164,7 @@ def run_verify(args: argparse.Namespace) -> int:
                 claims, why = applicable_claims(family, args.seed)
                 result = report(plan_for_family(preset, family, claims), sorted(claims), args.preset, args.seed,
                                 args.budget, not args.no_progress, workers, client, cache)
+                refuse_nonfinite_rows(result, family)
                 result["skipped_claims"] = {c: why[c]["why"] for c in CLAIMS if c not in claims}
                 result["config"] = {"family": family_name(family), "params": family_params(family), **asdict(preset)}
             else:

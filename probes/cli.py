@@ -38,7 +38,7 @@ from accum.probes.sweep import (EVAL_RESULTS, SweepConfig, check_analysis, check
 from accum.probes.theory_stats import agreement, theory_section
 from accum.probes.train import WEIGHTS, TrainConfig, angle_spread, check_train_memory, load_data, load_trained, train
 from accum.runtime import DEFAULT_THREADS, Interrupted
-from accum.simulations.params import ParamError, check_int, integer_option
+from accum.simulations.params import ParamError, check_int, float_option, integer_option
 from accum.simulations.results import ResultError, prove_writable_dirs, reserve_output
 
 
@@ -86,7 +86,7 @@ def _add_dataclass_options(parser: argparse.ArgumentParser, cls, skip: tuple[str
         if isinstance(f.default, tuple):
             parser.add_argument(flag, type=integer_option, nargs="+", default=None, metavar="N", help=about)
         else:
-            kind = integer_option if isinstance(f.default, int) else type(f.default)
+            kind = integer_option if isinstance(f.default, int) else float_option if isinstance(f.default, float) else str
             parser.add_argument(flag, type=kind, default=None, choices=field_choices(f.name), help=about)
 
 
@@ -112,7 +112,7 @@ def _sizing(parser: argparse.ArgumentParser) -> None:
                         help="starting sizes, overridden by any option given: cpu (default; 3 layers of width 128, "
                              "L_train 128, minutes a run on one core) or gpu (6 layers of width 384, L_train 512; "
                              "not run yet); each option's help shows both values")
-    parser.add_argument("--max-memory-gb", type=float, default=None,
+    parser.add_argument("--max-memory-gb", type=float_option, default=None,
                         help="refuse configs whose estimated peak training memory exceeds this (default 80%% of RAM)")
 
 
@@ -154,7 +154,7 @@ def add_subparser(subparsers) -> argparse.ArgumentParser:
                               "the last the cap, at most the number of --seeds); each look's interval has level "
                               "1 - alpha/K; seeds beyond the first look run only for unresolved claims "
                               "(default: one look at every seed)")
-    p_sweep.add_argument("--alpha", type=float, default=0.05, help="error budget shared by the looks (default 0.05)")
+    p_sweep.add_argument("--alpha", type=float_option, default=0.05, help="error budget shared by the looks (default 0.05)")
     p_sweep.add_argument("--shard", default="0/1", help="K/N: run every N-th (arm, seed) run from the K-th, so N "
                          "processes share one --out (default 0/1)")
     p_sweep.add_argument("--order", default="seed", help="run order: seed (every arm at seed 0 first, default) or arm "

@@ -36,7 +36,7 @@ def run_families(args: argparse.Namespace) -> int:
 
 def add_measure(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("measure", help="one Monte Carlo measurement with its standard error",
-                       description="Quantities: " + "; ".join(f"{q.name}: {q.doc}" for q in QUANTITIES.values()))
+                       description=measure_description(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("quantity", nargs="?", choices=sorted(QUANTITIES), help="what to measure (not with --from)")
     p.add_argument("--family", help="built-in name (accum families) or module:Class (the current folder is importable)")
     p.add_argument("--param", action="append", metavar="K=V", help="family parameter (repeatable)")
@@ -47,8 +47,19 @@ def add_measure(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from", dest="from_record", metavar="RESULT.json",
                    help="re-run the saved measurement's exact config and seed (no other job options)")
     p.add_argument("--json", metavar="PATH", help="write the record here (atomically)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (shown on a terminal only)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress (a bar on a terminal, else a line every 10 s on stderr)")
     p.set_defaults(run=run_measure)
+
+
+def measure_description() -> str:
+    """Every quantity with its options: default, allowed range (the one checked before any work) and meaning."""
+    lines = ["One Monte Carlo measurement with its standard error: one JSON line on stdout, the full record with",
+             "--json.  Quantities and their --opt options (default, allowed range, meaning):", ""]
+    for q in QUANTITIES.values():
+        lines.append(f"{q.name}: {q.doc}")
+        lines += [f"    {s.name:<15} default {s.default!s:<8} {s.allowed():<38} {s.doc}" for s in q.options]
+    return "\n".join(lines)
 
 
 def measure_job(args: argparse.Namespace) -> tuple[str, str, dict, dict, int]:

@@ -68,14 +68,21 @@ def check_output_path(path: str | os.PathLike, option: str, directory: bool = Fa
     fifo or socket, which the final ``os.replace`` would replace); a directory path must not be a file, and
     must be writable if it exists; the nearest existing ancestor must be a writable directory (missing folders
     below it are created when the result is written).  A path the system cannot even look up (a name too
-    long) is refused too.
+    long), and a dangling symbolic link on the way (which no folder can be created over), are refused too.
     """
     if not str(path).strip():
         raise ParamError(f"{option}: empty path")
+    if str(path) == "-":
+        raise ParamError(f"{option} -: results are written to files, not to stdout; give a file path (./- for a file "
+                         "named '-')")
     if not directory and str(path).endswith((os.sep, "/")):
         raise ParamError(f"{option} {path}: ends in a path separator; give a file path (e.g. {path}result.json)")
     path = Path(path)
     mode = _file_mode(path, option)
+    dangling = next((p for p in (path, *path.parents) if _file_mode(p, option) is None and p.is_symlink()), None)
+    if dangling is not None:
+        raise ParamError(f"{option} {path}: {dangling} is a symbolic link to {os.readlink(dangling)}, which does not "
+                         "exist; create its target or give another path")
     if directory and mode is not None and not stat.S_ISDIR(mode):
         raise ParamError(f"{option} {path}: exists and is not a directory")
     if not directory and mode is not None and stat.S_ISDIR(mode):

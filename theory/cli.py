@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from accum.runtime import Heartbeat
-from accum.simulations.params import ParamError, check_int, check_seed, integer_option, parse_assignments
+from accum.simulations.params import ParamError, check_int, check_seed, float_option, integer_option, parse_assignments
 from accum.simulations.results import NonFiniteError, check_output_path, jsonable, make_record, reserve_output
 
 # the families and the checks (scipy.stats) are imported by ``run``, so `accum check --help` answers at once
@@ -37,7 +37,7 @@ def add_subparser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
     p.add_argument("--samples", type=integer_option, default=None,
                    help="sampled steps per estimate (default 4000, at most 2.5e8 / d^2; for dense steps at most 2e9 / d^3 "
                         "but at least 200; any value at most 1e7 and 2.5e8 / d^2)")
-    p.add_argument("--budget", type=float, default=1e-3,
+    p.add_argument("--budget", type=float_option, default=1e-3,
                    help="false-failure probability of the whole report (default 1e-3)")
     p.add_argument("--k-max", type=integer_option, default=32, help="largest frequency k of the non-lattice test (default 32, at most 1024)")
     p.add_argument("--pair-dim", type=integer_option, default=24,

@@ -114,6 +114,11 @@ def largest_norm(chunks: list, drift: float, rng: np.random.Generator) -> tuple[
     return math.sqrt(best), f"max ||A||_2 over the samples (power method, {POWER_ITERS} steps: a lower bound)"
 
 
+#: relative size of rounding in a difference of means of products (far above float64's 1e-16, far below any
+#: dependence worth a name): identical steps 1e10 I differ by rounding of their 1e20-sized products, not by dependence
+ROUNDING_FLOOR = 1e-12
+
+
 def step_dependence(family: Any, samples: int, rng: np.random.Generator, probes: int = 16,
                     progress: Callable[[str], None] | None = None) -> tuple[float, int]:
     """max_j |z_j| of x_j^T (E_hat[A_2 A_1] - E_hat[A_2] E_hat[A_1]) y_j over ``probes`` Gaussian pairs (x_j, y_j).
@@ -144,5 +149,8 @@ def step_dependence(family: Any, samples: int, rng: np.random.Generator, probes:
     infl = np.concatenate(vals)
     diff = infl.mean(axis=0) + np.einsum("dk,dk->k", m2x, m1y)  # mean(x A2 A1 y) - x^T M2 M1 y
     se = infl.std(axis=0, ddof=1) / math.sqrt(samples)
-    z = np.abs(diff) / np.sqrt(se**2 + 1e-20)  # floor 1e-10: rounding of deterministic steps is not dependence
+    # rounding of deterministic steps is not dependence: a floor of 1e-10, or ROUNDING_FLOOR of the products' size
+    scale = np.abs(infl).max(axis=0) + np.abs(np.einsum("dk,dk->k", m2x, m1y))
+    floor = np.maximum(1e-10, ROUNDING_FLOOR * scale)
+    z = np.abs(diff) / np.sqrt(se**2 + floor**2)
     return float(z.max()), probes
