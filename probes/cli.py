@@ -69,12 +69,10 @@ def field_choices(name: str) -> tuple[str, ...] | None:
 
 
 def preset_values(name: str, default) -> str:
-    """"cpu preset 128, gpu preset 512": the field's value in each preset."""
-    def shown(value):
-        return " ".join(map(str, value)) if isinstance(value, (tuple, list)) else repr(value)
-
-    values = [f"{p} preset {shown({**s['train'], **s['eval']}.get(name, default))}" for p, s in PRESETS.items()]
-    return ", ".join(values)
+    """"cpu preset 128, gpu preset 512": the field's value in each preset (a list as its items)."""
+    values = [{**s["train"], **s["eval"]}.get(name, default) for s in PRESETS.values()]
+    return ", ".join(f"{p} preset {' '.join(map(str, v)) if isinstance(v, (tuple, list)) else repr(v)}"
+                     for p, v in zip(PRESETS, values))
 
 
 def _add_dataclass_options(parser: argparse.ArgumentParser, cls, skip: tuple[str, ...] = ()) -> None:
@@ -187,6 +185,8 @@ def add_subparser(subparsers) -> argparse.ArgumentParser:
                                           "training; the default is the committed CPU sweep.")
     p_report.add_argument("--sweep", type=Path, default=DEFAULT_SWEEP,
                           help=f"sweep.json (default: the committed CPU sweep, {DEFAULT_SWEEP})")
+    for choice in sub._choices_actions:  # each command's --help starts with what it does
+        sub.choices[choice.dest].description = sub.choices[choice.dest].description or choice.help[0].upper() + choice.help[1:]
     probe.set_defaults(run=run)
     return probe
 
@@ -425,10 +425,8 @@ def load_sweep(path: Path) -> tuple[dict, SweepConfig]:
 
 def describe(err: Exception) -> str:
     """What was wrong with a record, in words: a missing key by its name, a bound by the reader's message."""
-    if isinstance(err, KeyError):
-        return f"no {err.args[0]!r} entry" if err.args else "a missing entry"
-    if isinstance(err, TypeError):
-        return "an entry of the wrong type"
+    if isinstance(err, (KeyError, TypeError)):
+        return f"no {err.args[0]!r} entry" if isinstance(err, KeyError) and err.args else "an entry missing or of the wrong type"
     return str(err)
 
 

@@ -20,7 +20,11 @@ from .userfamily import SampleReport
 
 
 def add_families(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("families", help="list transform families and their parameters")
+    p = sub.add_parser("families", help="list transform families and their parameters",
+                       description="List the built-in transform families: each one's summary, then its parameters "
+                                   "with default, allowed range and meaning (\"only with ...\": a parameter that "
+                                   "applies only with another's value).  A family of your own is named "
+                                   "package.module:ClassName (docs/families.md).")
     p.set_defaults(run=run_families)
 
 
