@@ -17,29 +17,27 @@ No traceback reaches the user for any of these, and no result file is ever left 
 
 from __future__ import annotations
 
-import argparse
+# Only what the interpreter has already loaded is imported here: ``main`` installs the interrupt handlers before it
+# imports anything that takes time (argparse, accum.runtime, a command's module, numpy, torch).
 import importlib
 import os
+import signal
 import sys
-from dataclasses import dataclass
-from typing import Sequence
-
-from accum.runtime import (DEFAULT_THREADS, EXIT_INTERRUPTED, Interrupted, OneLineParser, check_threads,
-                           ignore_interrupts, terminate_as_interrupt)
 
 #: 128 + SIGPIPE, as a shell reports a command whose reader went away
 EXIT_BROKEN_PIPE = 141
+#: 128 + SIGINT
+EXIT_INTERRUPTED = 130
 
 
-@dataclass(frozen=True)
 class Command:
     """A sub-command: its one-line summary (``accum --help``), the module that defines it, the function of that
     module which adds its parser to an ``add_subparsers()`` object, and whether it computes (takes ``--threads``)."""
 
-    summary: str
-    module: str
-    adder: str
-    computes: bool = False
+    __slots__ = ("summary", "module", "adder", "computes")
+
+    def __init__(self, summary: str, module: str, adder: str, computes: bool = False) -> None:
+        self.summary, self.module, self.adder, self.computes = summary, module, adder, computes
 
 
 COMMANDS = {
@@ -60,16 +58,15 @@ COMMANDS = {
                      "add_subparser"),
 }
 
-THREADS_HELP = (f"BLAS / OpenMP / torch threads of this process (default {DEFAULT_THREADS}, for every command; "
-                "on a machine of your own, up to its cores)")
-
-
 def add_threads(parser: argparse.ArgumentParser) -> None:
     """Give a compute command ``--threads N`` (unless its own parser already has it)."""
+    from accum.runtime import DEFAULT_THREADS
     from accum.simulations.params import integer_option
 
     if "--threads" not in parser._option_string_actions:
-        parser.add_argument("--threads", type=integer_option, metavar="N", help=THREADS_HELP)
+        parser.add_argument("--threads", type=integer_option, metavar="N",
+                            help=f"BLAS / OpenMP / torch threads of this process (default {DEFAULT_THREADS}, for every "
+                                 "command; on a machine of your own, up to its cores)")
 
 
 def package_version() -> str:
@@ -84,6 +81,8 @@ def package_version() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser: ``--help`` lists every command by its summary, ``--version``; no command is imported."""
+    from accum.runtime import OneLineParser
+
     parser = OneLineParser(prog="accum", description=__doc__.splitlines()[0],
                            epilog="`accum COMMAND --help` describes a command and its options.  Guide: README.md "
                                   "and docs/ in the source tree.")
@@ -96,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def command_parser(name: str) -> argparse.ArgumentParser:
     """A parser that knows the one command ``name``, built by its module (imported here)."""
+    from accum.runtime import OneLineParser
+
     command = COMMANDS[name]
     module = importlib.import_module(command.module)
     parser = OneLineParser(prog="accum")
@@ -110,7 +111,7 @@ def run_command(args: argparse.Namespace) -> int:
     """``args.run(args)`` under its thread limit (``--threads``, default ``DEFAULT_THREADS``) where it has one."""
     if not COMMANDS[args.command].computes:
         return int(args.run(args) or 0)
-    from accum.runtime import thread_limits
+    from accum.runtime import DEFAULT_THREADS, check_threads, thread_limits
 
     threads = DEFAULT_THREADS if args.threads is None else check_threads(args.threads)
     with thread_limits(threads) as settings:
@@ -138,21 +139,37 @@ def quiet_stdout() -> None:
     os.close(devnull)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """Run ``accum ARGV`` (default ``sys.argv[1:]``) and return its exit status.  Called without ``argv`` it is the
     process's entry point: a signal after the command has finished, while the process exits, is then ignored."""
+    # first of all: SIGINT and SIGTERM raise KeyboardInterrupt, so start-up is interrupted as the work is
+    previous = {sig: signal.signal(sig, signal.default_int_handler) for sig in (signal.SIGTERM, signal.SIGINT)}
     process = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv and not argv[0].startswith("-") else None
     prefix = "accum" if command is None else f"accum {command}"
     try:
-        with terminate_as_interrupt():  # first: SIGINT and SIGTERM clean up as Ctrl-C does, start-up included
-            return run_reporting_errors(argv, prefix)
+        status = run_reporting_errors(argv, prefix)
     except KeyboardInterrupt:  # a second signal while the first one was being reported
-        return EXIT_INTERRUPTED
+        status = EXIT_INTERRUPTED
     finally:
-        if process:
-            ignore_interrupts()
+        for sig, handler in previous.items():  # restored (a test calling main), or ignored while the process exits
+            signal.signal(sig, signal.SIG_IGN if process else handler)
+    if process and status == EXIT_INTERRUPTED:
+        exit_now(status)
+    return status
+
+
+def exit_now(status: int) -> None:
+    """Flush the output and end the process with ``status`` at once.  For an interrupted command: its cleanup has
+    run (temporary files removed, workers stopped), and CPython, when a Ctrl-C interrupted an extension module's
+    start-up code, would otherwise end the process by SIGINT at exit, whatever status the command returned."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
 
 
 def run_reporting_errors(argv: list[str], prefix: str) -> int:
@@ -169,11 +186,8 @@ def run_reporting_errors(argv: list[str], prefix: str) -> int:
         except (ParamError, ResultError) as err:
             print(f"{prefix}: error: {err}", file=sys.stderr)
             return 2
-    except Interrupted as err:  # the command says what it kept
-        print(f"{prefix}: {err}", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except KeyboardInterrupt:
-        print(f"{prefix}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as err:  # an ``Interrupted`` says what the command kept
+        print(f"{prefix}: {str(err) or 'interrupted'}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # the reader of stdout went away (`| head`): end quietly
         quiet_stdout()

@@ -29,7 +29,11 @@ def add_subparser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
     """Add the ``check`` command to an ``add_subparsers()`` object; returns its parser."""
     p = subparsers.add_parser(
         "check", help="assumption checks for a family (spectral gap, non-lattice, orthogonality): which claims apply",
-        description=__doc__.split("\n\n")[1].replace("\n", " "))
+        description="Estimate, by Monte Carlo with standard errors, the conditions behind the claims -- orthogonality, "
+                    "norm bound, first- and second-moment spectral gaps, coherent directions, non-lattice angles, "
+                    "independence of consecutive steps -- print one line per condition and which claims C1-C6 then "
+                    "apply.  Exit status 0 when the spectral-gap condition holds, 1 when it fails, 2 for bad input; "
+                    "--json writes the report as a result record.  Guide: docs/theory.md.")
     p.add_argument("family", metavar="FAMILY", help="built-in name (see `accum families`) or package.module:ClassName")
     p.add_argument("--param", action="append", metavar="K=V", help="family parameter (repeatable)")
     p.add_argument("--seed", type=integer_option, default=0, help="seed of the Monte Carlo estimates (default 0)")
