@@ -74,8 +74,10 @@ def applicable_claims(family: "Family", seed: int) -> tuple[set[str], dict]:
     """The claims ``accum check`` says apply to ``family`` (its report's ``claims`` dict)."""
     from accum.theory.checks import check
 
+    from accum.runtime import Heartbeat
+
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # the rows say what is not finite
-        found = check(family, rng=np.random.default_rng(seed))
+        found = check(family, rng=np.random.default_rng(seed), progress=Heartbeat("accum verify: accum check"))
     return {c for c, v in found.claims.items() if v["applies"]}, found.claims
 
 
