@@ -83,11 +83,13 @@ def test_a_signal_at_a_random_moment_ends_any_command_in_one_line(name, sig, del
     (tmp_path / "out").mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "accum.cli", *LONG[name]], cwd=tmp_path, env=ENV,
                             start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(delay)
-    finished = proc.poll() is not None
-    sent = time.monotonic()
-    with contextlib.suppress(ProcessLookupError):
+    try:
+        proc.wait(timeout=delay)
+        finished = True
+    except subprocess.TimeoutExpired:  # still running, so not reaped: its group id is still its own
+        finished = False
         os.killpg(proc.pid, sig)
+    sent = time.monotonic()
     try:
         _, err = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
