@@ -29,7 +29,7 @@ import scipy.linalg
 
 from .conventions import rope_frequencies
 from .laws import BASE, LAWS, TORCH_LAWS, AngleLaw, TorchDraw, check_token_table, law_params, make_law
-from .params import CommandText, ParamError, ParamSpec, check_int, param_dataclass, pieces, resolve
+from .params import MAX_DENSE_DIM, CommandText, ParamError, ParamSpec, check_int, param_dataclass, pieces, resolve
 from .steps import AngleSteps, DenseSteps, HouseholderSteps
 from .userfamily import CheckedFamily, load_class
 
@@ -236,7 +236,7 @@ class Haar(BuiltinFamily):
     FORM: ClassVar[type] = DenseSteps
     # each step is a d x d QR (d^3): at d = 4096 one step takes tens of seconds and Ctrl-C could not be honoured
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
-        dataclasses.replace(_DIM_ANY, hi=1024),
+        dataclasses.replace(_DIM_ANY, hi=MAX_DENSE_DIM),
         ParamSpec("group", "choice", "O", "group", choices=("O", "SO")),
     )
 
@@ -256,7 +256,7 @@ class Givens(BuiltinFamily):
     name: ClassVar[str] = "givens"
     FORM: ClassVar[type] = DenseSteps
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
-        ParamSpec("dim", "int", 16, "dimension d", lo=2, hi=4096),
+        ParamSpec("dim", "int", 16, "dimension d", lo=2, hi=MAX_DENSE_DIM),
         ParamSpec("sigma", "float", 1.0, "angle standard deviation (uniform plane angle to 1e-200 well before 1e3)",
                   lo=0.0, hi=1e3),
     )

@@ -261,6 +261,11 @@ MAX_MEMORY_BYTES = 8 * 2**30
 PIECE_FLOPS = 5e7
 
 
+#: largest d of steps given as dense matrices: each step's d x d product (or QR) is one numpy call, ~0.2 s at
+#: d = 1024 but ~7 s at 4096 on one core, and a signal is acted on only between calls
+MAX_DENSE_DIM = 1024
+
+
 def pieces(count: int, flops_each: float) -> list[slice]:
     """Slices of ``range(count)`` of about ``PIECE_FLOPS`` work each (at least one item), in order."""
     step = max(1, int(PIECE_FLOPS // max(flops_each, 1.0)))

@@ -157,6 +157,9 @@ def sample_checked(family: Any, name: str, rng: np.random.Generator, n_steps: in
     if not isinstance(steps, FORMS):  # acceptance of the result as one of the accepted forms, not a dispatch
         raise ParamError(f"family {name}: sample() returned a {type(steps).__name__}; it must return a step form: "
                          "AngleSteps, HouseholderSteps or DenseSteps (accum.simulations.steps)")
+    if steps.MAX_DIM is not None and d > steps.MAX_DIM:
+        raise ParamError(f"family {name}: dim = {d}: {type(steps).__name__} are drawn at d <= {steps.MAX_DIM} (each "
+                         "step's d x d product is one numpy call of seconds, which Ctrl-C could not interrupt)")
     try:
         shapes = steps.array_shapes((batch, n_steps), d)
     except ValueError as err:  # a dim the form cannot hold

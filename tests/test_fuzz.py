@@ -210,6 +210,11 @@ class HugeAngles:
     dim = 4
     def sample(self, rng, n_steps, batch):
         return AngleSteps(np.full((batch, n_steps, 2), 1e300))
+
+class WideDense:
+    dim = 1100
+    def sample(self, rng, n_steps, batch):
+        return DenseSteps(np.zeros((batch, n_steps, 1100, 1100)))
 '''
 
 
@@ -235,9 +240,11 @@ def test_verify_on_an_overflowing_family_is_the_one_line_of_measure(user_familie
     assert_one_line(rc, err, "family fuzzfams:Expanding (dim=4)", "not finite")
 
 
-def test_angles_get_a_size_rule_and_identical_steps_are_not_dependent(user_families):
+def test_angles_and_dense_steps_get_a_size_rule_and_identical_steps_are_not_dependent(user_families):
     rc, _, err = run_main(["measure", "coherence", "--family", "fuzzfams:HugeAngles"], user_families)
     assert_one_line(rc, err, "fuzzfams:HugeAngles", "angles up to 1e+300", "1e+06")
+    rc, _, err = run_main(["measure", "coherence", "--family", "fuzzfams:WideDense"], user_families)
+    assert_one_line(rc, err, "fuzzfams:WideDense", "dim = 1100", "d <= 1024")
     rc, out, _ = run_main(["check", "fuzzfams:Scaled", "--samples", "100"], user_families)
     assert rc == 1 and "FAIL  norm-bounded" in out
     assert "PASS  independent-steps" in out  # rounding at 1e20 is not dependence
