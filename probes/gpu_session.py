@@ -235,7 +235,7 @@ def unpack(archive: Path, dest: Path) -> tuple[list[str], list[str]]:
 
 def build_parser() -> argparse.ArgumentParser:
     from accum.runtime import OneLineParser
-    from accum.probes.cli import _add_dataclass_options
+    from accum.probes.cliargs import _add_dataclass_options
     from accum.probes.data import default_cache_dir
     from accum.probes.train import TrainConfig
 

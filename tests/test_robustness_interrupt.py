@@ -37,8 +37,8 @@ def test_interrupted_sweep_says_what_it_kept(workers, tmp_path):
 
 @pytest.mark.parametrize("command, target, argv", [
     ("bench", "accum.simulations.bench.run_benchmarks", ["bench"]),
-    ("check", "accum.theory.cli.check", ["check", "householder", "--samples", "100"]),
-    ("verify", "accum.verify.run_report", ["verify", "--quick"]),
+    ("check", "accum.theory.checks.check", ["check", "householder", "--samples", "100"]),
+    ("verify", "accum.report.run_report", ["verify", "--quick"]),
 ])
 def test_every_command_turns_ctrl_c_into_one_line(command, target, argv, monkeypatch, capsys, tmp_path):
     def interrupted(*args, **kwargs):
@@ -57,7 +57,7 @@ def test_interrupted_figures_count_the_kept_measurements(monkeypatch, capsys, tm
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("accum.figures.cli.make_figures", interrupted)
+    monkeypatch.setattr("accum.figures.make.make_figures", interrupted)
     results = tmp_path / "data"
     rc = main(["figures", "--quick", "--out", str(tmp_path / "figs"), "--results", str(results), "--no-progress"])
     err = capsys.readouterr().err.strip().splitlines()
