@@ -329,7 +329,7 @@ def verdict_summary(sweep: dict, config: SweepConfig) -> str:
         cells = []
         for r in (r for r in rows if r["claim"] == claim):
             detail = f" (d = {r['mean']:.3f}, [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}], {stopped_text(r)})" \
-                if r.get("ci") else ""
+                if r.get("ci") else f" ({stopped_text(r)})" if "stopped" in r else ""
             cells.append(f"**{r['verdict']}**{detail}")
         lines.append(f"- {claim}: " + " / ".join(cells))
     return "\n".join(lines) + "\n"
