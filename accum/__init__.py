@@ -14,8 +14,7 @@ starts by importing this package -- costs nothing until the engine is needed.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+import importlib  # already loaded by the interpreter: nothing here delays the CLI's interrupt handlers (accum.cli)
 
 #: public name -> (module, attribute or None for the module itself)
 _LAZY = {
@@ -29,7 +28,7 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     """The public names of ``_LAZY``, imported when first asked for."""
     if name not in _LAZY:
         raise AttributeError(f"module 'accum' has no attribute {name!r}")
