@@ -29,7 +29,7 @@ import torch
 from accum.probes import stats, tables
 from accum.probes.evaluate import EvalConfig
 from accum.probes.io import json_text, read_json
-from accum.probes.cliargs import MAX_THREADS, probe_parser
+from accum.probes.cliargs import MAX_THREADS, REPOSITORY, probe_parser
 from accum.probes.bridge import THEORY_RESULTS, BridgeConfig, is_current, summary_line, theory_result
 from accum.probes.presets import PRESETS, preset
 from accum.probes.sweep import EVAL_RESULTS, evaluate_run, finished_runs, run_sweep
@@ -312,18 +312,28 @@ def run_report(args: argparse.Namespace, device: str) -> None:
     """Print, for each sweep.json, its table, verdicts and theory section (recomputed from its per-run numbers, no
     training); with --summary only the verdict lines (``verdict_summary``).  Every sweep is read and checked first."""
     sweeps = [(path, *load_sweep(path)) for path in args.sweep]
-    parts = [verdict_summary(sweep, config) if args.summary else
-             report_text(sweep, config) + theory_section(agreement(path.parent)) for path, sweep, config in sweeps]
+    parts = [verdict_summary(sweep, config, sweep_label(path)) if args.summary else
+             report_text(sweep, config, sweep_label(path)) + theory_section(agreement(path.parent))
+             for path, sweep, config in sweeps]
     print("\n".join(parts), end="")
 
 
-def verdict_summary(sweep: dict, config: SweepConfig) -> str:
+def sweep_label(path: Path) -> str:
+    """A sweep.json's path as the report names it: relative to the repository for the committed sweeps (no machine
+    path in the quoted output), as given otherwise."""
+    try:
+        return str(path.resolve().relative_to(REPOSITORY))
+    except ValueError:
+        return str(path)
+
+
+def verdict_summary(sweep: dict, config: SweepConfig, label: str) -> str:
     """One line per claim: its verdicts on all positions / the last segment, d and the interval, where the rule
-    stopped; headed by the runs finished and asked for."""
+    stopped; headed by the sweep (``label``), the runs finished and asked for."""
     rows = config.verdicts(sweep["runs"])
     done = sum(len(r) for r in sweep["runs"].values())
     m = config.eval.multipliers[-1]
-    lines = [f"{done} runs finished, {len(sweep['missing'])} more asked for by the stopping rule. Verdicts at {m}x "
+    lines = [f"{label}: {done} runs finished, {len(sweep['missing'])} more asked for by the stopping rule. Verdicts at {m}x "
              f"(all positions / last L_train segment; d, its interval, where the rule stopped):", ""]
     for claim in dict.fromkeys(r["claim"] for r in rows):
         cells = []
@@ -365,9 +375,9 @@ def describe(err: Exception) -> str:
     return str(err)
 
 
-def report_text(sweep: dict, config: SweepConfig) -> str:
-    """Header (config, data, completeness, stopping rule), the table and verdicts recomputed from the per-run
-    numbers under ``config`` (the sweep's own, as ``load_sweep`` reads it)."""
+def report_text(sweep: dict, config: SweepConfig, label: str) -> str:
+    """Header (the sweep's ``label``, config, data, completeness, stopping rule), the table and verdicts recomputed
+    from the per-run numbers under ``config`` (the sweep's own, as ``load_sweep`` reads it)."""
     cfg, data = sweep["config"], sweep.get("data", {})
     t = cfg["train"]
     runs = sweep["runs"]
@@ -376,7 +386,7 @@ def report_text(sweep: dict, config: SweepConfig) -> str:
     done = sum(len(r) for r in runs.values())
     looks = list(config.plan_looks)
     head = [f"C7 probe sweep: {done} (arm, seed) runs finished, {len(sweep['missing'])} more asked for by the "
-            f"stopping rule; complete: {str(not sweep['missing']).lower()}",
+            f"stopping rule; complete: {str(not sweep['missing']).lower()}", f"sweep: {label}",
             f"stopping rule: each claim judged at {', '.join(map(str, looks))} paired seeds (cap {looks[-1]}), "
             f"each look's t interval at level 1 - {config.alpha}/{len(looks)}; a claim stops at the first look that "
             f"resolves it (wrong CONFIRMED <= {config.alpha / 2:g} per claim over all looks)",

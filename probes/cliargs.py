@@ -182,7 +182,9 @@ def probe_parser(subparsers) -> argparse.ArgumentParser:
 
 
 MAX_THREADS = 256
+#: the repository (the folder above probes/), whose paths the report prints relative to it
+REPOSITORY = Path(__file__).resolve().parent.parent
 #: the committed CPU sweep, found from this file (not the current folder), so the default works anywhere
-DEFAULT_SWEEP = Path(__file__).resolve().parent / "results" / "cpu" / "sweep.json"
+DEFAULT_SWEEP = REPOSITORY / "probes" / "results" / "cpu" / "sweep.json"
 #: every committed sweep `accum probe report` prints by default: the C7 arms, then the family arms
 DEFAULT_SWEEPS = (DEFAULT_SWEEP, DEFAULT_SWEEP.parent.parent / "cpu_families" / "sweep.json")
