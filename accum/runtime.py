@@ -99,7 +99,7 @@ def thread_limits(threads: int) -> Iterator[dict]:
 def progress_bar(total: int, desc: str, unit: str, enabled: bool = True, initial: int = 0, every: float = 0.0) -> Any:
     """Progress on stderr, as a context manager with ``update(n=1)``: a tqdm bar on a terminal; elsewhere (CI logs,
     nohup, notebooks) plain lines "DESC: K of TOTAL UNITs done (S s)", one per update or at most one per ``every``
-    seconds (``PlainProgress``); nothing when not ``enabled``."""
+    seconds, the last unit's excepted (``PlainProgress``); nothing when not ``enabled``."""
     if enabled and sys.stderr.isatty():
         from tqdm import tqdm
 
@@ -108,7 +108,9 @@ def progress_bar(total: int, desc: str, unit: str, enabled: bool = True, initial
 
 
 class PlainProgress:
-    """Progress as plain lines on stderr, for a stderr that is not a terminal (``progress_bar``)."""
+    """Progress as plain lines on stderr, for a stderr that is not a terminal (``progress_bar``).  No line for the
+    last unit: what follows it is the command's own result, or its one-line error (a check that finished and then
+    proved the user's family gives no finite result is refused in one line, as ``accum measure`` refuses it)."""
 
     def __init__(self, total: int, desc: str, unit: str, initial: int = 0, every: float = 0.0,
                  enabled: bool = True) -> None:
@@ -125,7 +127,7 @@ class PlainProgress:
         """Count ``n`` more done; print the line unless one was printed less than ``every`` seconds ago."""
         self.done += n
         now = time.monotonic()
-        if self.enabled and now - self.last >= self.every:  # with ``every``, nothing for a run shorter than it
+        if self.enabled and self.done < self.total and now - self.last >= self.every:  # ``every``: none in a shorter run
             self.last = now
             print(f"{self.desc}: {self.done} of {self.total} {self.unit}s done ({now - self.start:.0f} s)",
                   file=sys.stderr, flush=True)

@@ -236,7 +236,7 @@ def test_verify_on_an_overflowing_family_is_the_one_line_of_measure(user_familie
     rc, _, err = run_main(["measure", "coherence", "--family", "fuzzfams:Expanding", "--opt", "steps=8", "--opt",
                            "samples=4"], user_families)
     assert_one_line(rc, err, "fuzzfams:Expanding", "not finite")
-    rc, _, err = run_main(["verify", "--family", "fuzzfams:Expanding", "--workers", "1", "--no-progress"], user_families)
+    rc, _, err = run_main(["verify", "--family", "fuzzfams:Expanding", "--workers", "1"], user_families)
     assert_one_line(rc, err, "family fuzzfams:Expanding (dim=4)", "not finite")
 
 
@@ -317,7 +317,7 @@ def test_progress_on_a_non_terminal_is_plain_lines(tmp_path):
     (tmp_path / "grid.toml").write_text(GRID.replace("[20, 200000000]", "[20, 30]"))
     rc, out, err = run_main(["sweep", "grid.toml", "--workers", "1"], tmp_path)
     assert rc == 0 and [line.split(" (")[0] for line in err.splitlines()] == [f"accum sweep: {k} of 4 jobs done"
-                                                                              for k in range(1, 5)], err
+                                                                              for k in range(1, 4)], err  # not the last
 
 
 def test_default_probe_paths_work_from_any_folder(tmp_path):
