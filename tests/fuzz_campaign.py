@@ -1,6 +1,7 @@
 """A fuzz campaign over every command, run as a new user would (issue 32): not part of ``make test``.
 
     python tests/fuzz_campaign.py --cases 600 --seed 1 [--json FILE]
+    python tests/fuzz_campaign.py --startup-window
 
 Each case is one ``accum`` command in a fresh empty folder, in a subprocess (as a user runs it):
 
@@ -218,13 +219,33 @@ def run_case(kind: str, argv: list[str], folder: Path, delay: float | None, sig:
     return None
 
 
+def startup_window(tries: int = 6) -> None:
+    """SIGINT to ``accum families`` at 10, 15, ..., 60 ms after its start, ``tries`` times each: per delay how many
+    ended with accum's one line, with CPython's own text (a signal before accum's code runs), or silently."""
+    for ms in range(10, 65, 5):
+        counts = {"accum": 0, "python": 0, "silent": 0}
+        for _ in range(tries):
+            proc = subprocess.Popen([sys.executable, "-m", "accum.cli", "families"], env=ENV, start_new_session=True,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(ms / 1000)
+            os.killpg(proc.pid, signal.SIGINT)
+            _, err = proc.communicate()
+            counts["accum" if "accum families: interrupted" in err else "python" if err.strip() else "silent"] += 1
+        print(f"{ms} ms: " + ", ".join(f"{n} {k}" for k, n in counts.items()), flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=600)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--latency", type=float, default=1.0, help="seconds a signal may take to end a run")
     parser.add_argument("--json", help="write every case and its outcome here")
+    parser.add_argument("--startup-window", action="store_true",
+                        help="only measure how long after its start a SIGINT still meets CPython rather than accum")
     args = parser.parse_args()
+    if args.startup_window:
+        startup_window()
+        return 0
     rng = random.Random(args.seed)
     kinds = ["argv"] * 60 + ["input"] * 15 + ["family"] * 10 + ["signal"] * 15
     outcomes, start = [], time.monotonic()
