@@ -26,8 +26,8 @@ from accum.simulations import estimators as est
 from accum.simulations import montecarlo as mc
 from accum.simulations import reference
 from accum.simulations.families import FAMILIES, Family, family_name, family_params, user_object
-from accum.simulations.steps import AngleSteps, StepShape
-from accum.theory import Prediction, far, prediction
+from accum.simulations.steps import StepShape
+from accum.theory import Prediction, controls, far, prediction
 from accum.theory.forms import has_closed_forms, mixing_estimable
 from accum.theory.predict import NoClosedForm
 
@@ -297,17 +297,61 @@ def _has_far_mass(family: Family) -> bool:
     return True
 
 
+def known_controls(fn: Callable[..., np.ndarray], family: Family, *args: Any) -> np.ndarray | None:
+    """The exact means ``fn(family, *args)`` of a controlled estimator's controls (``theory.controls``), or None
+    where the theory has none (the estimate then runs without controls)."""
+    try:
+        return fn(family, *args)
+    except NoClosedForm:
+        return None
+
+
+def controlled(e: Any, known: np.ndarray | None, directions: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+    """(value, standard error, dof) of a streaming estimate ``e`` (``controls_mean``, ``controls_cov``, ``n``) with its
+    controls at their exact means ``known`` (``montecarlo.controlled_mean``, the regression estimate; ``directions``:
+    on the combinations X W of the controls, ``montecarlo.project_controls``), or its plain mean without them."""
+    if known is None:
+        return e.controls_mean[..., 0], np.sqrt(e.controls_cov[..., 0, 0] / e.n), e.n - 1
+    mean, cov = e.controls_mean, e.controls_cov
+    if directions is not None:
+        mean, cov, known = mc.project_controls(mean, cov, known, directions)
+    return mc.controlled_mean(mean, cov, e.n, known)
+
+
+def control_row(claim: str, family: Family, what: str, ests: Sequence[Any], known: Sequence[np.ndarray],
+                source: str) -> Measurement:
+    """The controls' sample means of the estimates ``ests`` held to their exact means ``known`` (one array each),
+    every coordinate a point (t, n - 1 dof, n the smallest run): the controlled estimate no longer sees a defect that
+    moves a control at first order, this row does."""
+    se = [np.sqrt(np.diagonal(e.controls_cov, axis1=-2, axis2=-1)[..., 1:] / e.n).ravel() for e in ests]
+    n = min(e.n for e in ests)
+    return measurement(claim, family, what, "statistical", np.concatenate([e.controls_mean[..., 1:].ravel() for e in ests]),
+                       np.concatenate(se), np.concatenate([np.ravel(x) for x in known]), n, source=source,
+                       reference="t", dof=n - 1)
+
+
+def _has_far_controls(family: Family) -> bool:
+    return known_controls(controls.far_score_sums, family, [1]) is not None
+
+
 def _far_mass_kinds(family: Family, **_) -> tuple[str, ...]:
-    return ("bound", "statistical", "statistical") if _has_far_mass(family) else ("bound",)
+    if not _has_far_mass(family):
+        return ("bound",)
+    return ("bound", "statistical", "statistical") + (("statistical",) if _has_far_controls(family) else ())
 
 
 @register("far-mass", "C5", _far_mass_kinds, lambda family, **_: far_score_ops(family) | theory_route(family))
 def check_far_mass(family: Family, rng: np.random.Generator, *, far_sizes: Sequence[int], s0: float,
                    samples: int, theory_samples: int = 20_000) -> list[Measurement]:
     """Near weight under the norm bound 1/(1 + N e^{-2 s0}) (a sanity row: it holds sample by sample for steps
-    of norm <= 1); where the theory has it, the far mass E sum e^{s - s0} on the log scale (t, n - 1 dof) and
-    the Jensen bound E w >= 1/(1 + E M) one-sided.  An estimated far mass (``theory.farmass``, mixing orthogonal
-    steps) uses ``theory_samples`` paths and enters with its own standard error.  Unit probes q != k (random)."""
+    of norm <= 1); where the theory has it, the far mass E sum e^{s - s0} on the log scale and the Jensen bound
+    E w >= 1/(1 + E M) one-sided.  An estimated far mass (``theory.farmass``, mixing orthogonal steps) uses
+    ``theory_samples`` paths and enters with its own standard error.  Unit probes q != k (random).
+
+    Control variates: where the theory knows E sum_Delta x_Delta and E sum_Delta x_Delta^2 (x the unit far score;
+    ``theory.controls.far_score_sums``), the far mass is the regression estimate with those two controls
+    (``montecarlo.controlled_mean``: t with n - 3 dof; e^{s - s0} is close to a quadratic in s, R^2 ~ 0.9-0.99), and a
+    fourth row holds the controls' sample means to those values."""
     q, k = probe_pair(family.dim, rng)
     e = est.near_weight(family, far_sizes, s0, samples, rng, q=q, k=k)
     sizes = np.asarray(far_sizes)
@@ -315,16 +359,21 @@ def check_far_mass(family: Family, rng: np.random.Generator, *, far_sizes: Seque
                         e.mean, 0.0, far.lower_bound(sizes, s0), e.n, side="upper", floor=1e-12, source="bound")]
     if _has_far_mass(family):
         mass = prediction("far-mass", family, rng=rng, samples=theory_samples, far_sizes=sizes, s0=s0, q=q, k=k)
-        ref = reference_for(mass, e.n - 1)
+        known = known_controls(controls.far_score_sums, family, sizes, q, k)
+        value, se, dof = controlled(e, known)
         jensen = "Jensen bound of the " + ("closed form" if not mass.samples else "estimated far mass")
         top = np.asarray(mass.value)[-1]
-        rows.append(measurement("C5", family, f"far mass E sum e^(s-s0), N={list(far_sizes)} (log scale)",
-                                "statistical", e.far_mass, e.far_mass_stderr, mass.value, e.n,
-                                pred_stderr=mass.stderr, scale="log", source=mass.source, **ref))
+        rows.append(measurement("C5", family, f"far mass E sum e^(s-s0), N={list(far_sizes)} (log scale"
+                                f"{'' if known is None else '; controls sum s, sum s^2'})", "statistical", value, se,
+                                mass.value, e.n, pred_stderr=mass.stderr, scale="log", source=mass.source,
+                                **reference_for(mass, dof)))
         rows.append(measurement("C5", family, f"near weight >= 1/(1 + E far mass) (Jensen), N={far_sizes[-1]}",
                                 "statistical", e.mean[-1], e.stderr[-1], 1.0 / (1.0 + top), e.n,
                                 pred_stderr=np.asarray(mass.stderr)[-1] / (1.0 + top) ** 2, side="lower",
-                                source=jensen, **ref))
+                                source=jensen, **reference_for(mass, e.n - 1)))
+        if known is not None:
+            rows.append(control_row("C5", family, f"far-score sums sum x, sum x^2 (the controls), N={list(far_sizes)}",
+                                    [e], [known], "controls' means (C1 coherence, C4 far second moment closed forms)"))
     return rows
 
 
@@ -366,74 +415,57 @@ def check_far_mass_engines(family: Family, rng: np.random.Generator, *, far_size
                         reference="t", dof=samples - 1, source="second engine (scores fast path)")]
 
 
-def _far_logits(theta: np.ndarray, coef: np.ndarray, s0: float) -> np.ndarray:
-    """s0 q^T R(-Theta_Delta) k for Delta = 1..N from step angles theta (N, d/2) and plane coefficients
-    c_b = conj(z_qb) z_kb: s0 sum_b Re(c_b e^{-i Theta_b})."""
-    return s0 * (np.exp(-1j * np.cumsum(theta, axis=0)) @ coef).real
-
-
-@register("adversarial-so2", "C5", lambda family, **_: ("adversarial", "adversarial"))
-def check_adversarial(family: Family, rng: np.random.Generator, *, far_sizes: Sequence[int], s0: float,
-                      iterations: int, starts: int) -> list[Measurement]:
-    """C5 as stated: no choice of rotations keeps the near weight.  For each N, gradient ascent on the step
-    angles of an SO(2) sequence (``starts`` random starts, ``iterations`` Adam-like steps on
-    log sum_Delta e^{s_Delta}) minimises the far mass; the best sequence found is then run through the engine
-    (``AngleSteps.transposed().transport``) and its near weight held to the bound 1/(1 + N e^{-2 s0}).
-    The row passes when the best found obeys the bound at every N and decays with N; it reports how tight the
-    bound is (best found / bound)."""
-    d = family.dim
-    one = np.full(d, 1.0 / math.sqrt(d))
-    coef = np.conj(one[0::2] + 1j * one[1::2]) * (one[0::2] + 1j * one[1::2])
-    best = []
-    for n in far_sizes:
-        found = 0.0
-        for _ in range(starts):
-            theta = rng.uniform(-math.pi, math.pi, size=(n, d // 2))
-            m, v = np.zeros_like(theta), np.zeros_like(theta)
-            for it in range(1, iterations + 1):
-                cum = np.cumsum(theta, axis=0)
-                logits = s0 * (np.exp(-1j * cum) @ coef).real
-                w = np.exp(logits - logits.max())
-                w /= w.sum()
-                # d logits_Delta / d Theta_{Delta b} = s0 Im(c_b e^{-i Theta_b}); Theta_Delta = sum_{t <= Delta} theta_t
-                g_cum = w[:, None] * s0 * (coef[None, :] * np.exp(-1j * cum)).imag
-                grad = np.cumsum(g_cum[::-1], axis=0)[::-1]  # d/d theta_t = sum_{Delta >= t}
-                m = 0.9 * m + 0.1 * grad
-                v = 0.999 * v + 0.001 * grad**2
-                theta -= 0.05 * (m / (1 - 0.9**it)) / (np.sqrt(v / (1 - 0.999**it)) + 1e-12)
-            path = AngleSteps(theta[None]).transposed().transport(one)[0, 1:]
-            logits = s0 * path @ one
-            weight = 1.0 / (1.0 + np.exp(np.logaddexp.reduce(logits) - s0))
-            found = max(found, float(weight))
-        best.append(found)
-    best = np.array(best)
-    bound = far.lower_bound(np.asarray(far_sizes), s0)
-    return [measurement("C5", family, f"adversarial: best near weight found <= bound (measured/predicted: "
-                        f"tightness), N={list(far_sizes)}", "adversarial", best, 0.0, bound,
-                        starts, side="upper", floor=1e-12, source="bound"),
-            measurement("C5", family, "adversarial: best near weight found decays with N (largest step up)",
-                        "adversarial", np.max(np.diff(best)), 0.0, 0.0, starts, side="upper", floor=1e-12,
-                        source="claim")]
-
-
 # --- C6: value rotation ----------------------------------------------------------------------------------
 
 
-@register("values", "C6", lambda family, **_: ("statistical", "exact"),
-          lambda family, **_: ops(family, "values") | theory_route(family))
+def residual_runs(far_sizes: Sequence[int], samples: int) -> list[tuple[list[int], int]]:
+    """The far-residual runs behind a values row, (far sizes, paths) each: a size N with N_max >= 16 N gets a run of its
+    own with samples x min(8, N_max // (8 N)) paths (a path of N steps costs N, so the short sizes buy resolution
+    cheaply, as the window's short contexts do), the others share one run of ``samples`` paths."""
+    top = int(far_sizes[-1])
+    boost = {int(n): max(1, min(8, top // (8 * int(n)))) for n in far_sizes}
+    rest = [n for n in boost if boost[n] == 1]
+    return [([n], samples * boost[n]) for n in boost if boost[n] > 1] + ([(rest, samples)] if rest else [])
+
+
+def _values_kinds(family: Family, **_) -> tuple[str, ...]:
+    known = known_controls(controls.mean_residual, family, [1])
+    return ("statistical", "exact") + (() if known is None else ("statistical",))
+
+
+@register("values", "C6", _values_kinds, lambda family, **_: ops(family, "values") | theory_route(family))
 def check_values(family: Family, rng: np.random.Generator, *, far_sizes: Sequence[int], samples: int,
                  theory_samples: int) -> list[Measurement]:
     """|r(N)|^2/|m|^2 with value rotation against theory (-> (1+rho)/((1-rho) N)); without value rotation the
     residual is m itself, |r|^2/|m|^2 = 1 (the QK-only contrast, exact).  m is a random unit vector (not the
-    symmetric 1/sqrt(d))."""
+    symmetric 1/sqrt(d)); paths per N from ``residual_runs``.
+
+    Control variates: for i.i.d. steps mu = E r(N) = (1/N) sum_Delta E[A]^Delta m is known (``theory.controls``), and
+    |r|^2 = |mu|^2 + 2 mu.(r - mu) + |r - mu|^2: the noise of the linear part lies along mu, so |r|^2 is the regression
+    estimate on the one control mu.r (known mean |mu|^2; ``montecarlo.controlled_mean``, n - 2 dof; regressing on all d
+    coordinates of r adds a bias of order d / n, and the fixed coefficient 2 mu misses the skew of |r - mu|^2 along
+    mu, which made givens worse than no control).  A third row holds the mean of r to mu."""
     m, _ = probe_pair(family.dim, rng)
-    e = est.far_residual(family, far_sizes, samples, rng, m=m)
+    known = known_controls(controls.mean_residual, family, list(far_sizes), m)
     p = prediction("far-residual", family, rng=rng, samples=theory_samples, far_sizes=np.asarray(far_sizes), m=m)
+    runs = [(ns, est.far_residual(family, ns, n, rng, m=m)) for ns, n in residual_runs(far_sizes, samples)]
+    where = {int(n): i for i, n in enumerate(far_sizes)}
+    mus = [None if known is None else known[[where[n] for n in ns]] for ns, _ in runs]
+    parts = [controlled(e, mu, None if mu is None else mu[..., None]) for (_, e), mu in zip(runs, mus)]
+    order = np.argsort([n for ns, _ in runs for n in ns])
+    value, se = (np.concatenate([np.atleast_1d(part[j]) for part in parts])[order] for j in (0, 1))
+    dof, n = min(part[2] for part in parts), runs[-1][1].n
     plain = est.far_residual(family, far_sizes[:1], 2, rng, value_rotation=False, m=m)
-    return [measurement("C6", family, f"|r(N)|^2/|m|^2 with value rotation, N={list(far_sizes)}", "statistical",
-                        e.mean, e.stderr, p.value, e.n, pred_stderr=p.stderr, source=p.source, **reference_for(p)),
+    rows = [measurement("C6", family, f"|r(N)|^2/|m|^2 with value rotation, N={list(far_sizes)}"
+                        f"{'' if known is None else ' (controls r(N))'}", "statistical", value, se, p.value, n,
+                        pred_stderr=p.stderr, source=p.source, **reference_for(p, dof)),
             measurement("C6", family, "QK-only contrast: |r|^2/|m|^2 = 1", "exact", plain.mean, 0.0, 1.0, plain.n,
                         floor=1e-12, source="closed form")]
+    if known is not None:
+        rows.append(control_row("C6", family, f"mean residual r(N) (the controls) vs (1/N) sum E[A]^Delta m, "
+                                f"N={list(far_sizes)}", [e for _, e in runs], mus,
+                                "controls' means (E[A] closed form)"))
+    return rows
 
 
 # --- exact: fast paths against the plain reference -------------------------------------------------------
