@@ -17,7 +17,7 @@ import numpy as np
 from accum.simulations.families import Family, family_name, family_params, make_family
 from accum.simulations.identity import config_words
 
-from . import adversarial, routechecks, stderrs  # noqa: F401  (register the adversarial, route and standard-error checks)
+from . import adversarial, farchecks, routechecks, stderrs  # noqa: F401  (register the C5/C6, adversarial, route and standard-error checks)
 from .claims import CHECKS, deterministic, label
 from .verdict import EVIDENCE, Measurement
 
@@ -48,7 +48,7 @@ class Preset:
     bias_context: int  #: C2 window-bias check: its context length
     bias_samples: int  #: C2 window-bias check: paths (few on purpose: uncorrected, noise would add width)
     transfer: tuple[int, int]  #: C3: (train length, evaluation length)
-    transfer_samples: int  #: C3: paths per length
+    transfer_samples: int  #: C3: paths at the evaluation length (the train length: ``claims.window_samples`` of them)
     gap_dims: tuple[int, ...]  #: C4 score gap: the head sizes d
     gap_samples: int  #: C4 score gap: draws per d
     haar_max_dim: int  #: C4 score gap: Haar rows only up to this d (a d x d QR per step)
@@ -83,16 +83,19 @@ class Preset:
 
 QUICK = Preset(coherence_samples=40_000, steps=64, theory_samples=20_000, far_theory_samples=2500, window_samples=6_000,
                contexts=(64, 256, 1024), bias_context=4096, bias_samples=256, transfer=(64, 1024),
-               transfer_samples=36_000, gap_dims=(8, 32, 128), gap_samples=350_000, haar_max_dim=8,
+               transfer_samples=18_000, gap_dims=(8, 32, 128), gap_samples=350_000, haar_max_dim=8,
                scores_length=256, scores_offsets=(1, 4, 16), scores_sequences=1400, far_sizes=(100, 1000, 10_000),
                far_samples=192, alibi_sizes=(10, 100, 1000), alibi_samples=6000, short_far_sizes=(10, 100, 1000),
                engines_far_size=600, engines_samples=64, adversarial_sizes=(10, 100, 1000), adversarial_iterations=100,
                residual_sizes=(10, 100, 1000), residual_samples=6000, se_replicates=4000, fast_path_length=37,
                transport_lags=(1, 3), transport_samples=20_000, pair_samples=20_000,
-               family_factors=(("coherence", "haar", 0.3), ("coherence", "vonmises", 1.15), ("coherence", "lie-walk", 0.45),
+               family_factors=(("coherence", "haar", 0.5), ("coherence", "vonmises", 1.15), ("coherence", "lie-walk", 0.45),
                                ("transfer", "rope-uniform", 0.2), ("far-mass", "haar", 0.5),
                                ("far-mass", "householder-token", 2.0), ("far-mass", "givens", 5.0),
-                               ("values", "householder", 0.5), ("values", "givens", 0.5)))
+                               ("values", "householder", 0.5), ("values", "givens", 0.5),
+                               ("scores-far-variance", "so2", 0.25), ("scores-far-variance", "token", 0.5),
+                               ("scores-far-variance", "householder", 0.25),
+                               ("scores-far-variance", "householder-token", 0.25), ("scores-far-variance", "givens", 0.25)))
 
 PRESETS = {
     "quick": QUICK,

@@ -333,6 +333,8 @@ def controlled_mean(mean: np.ndarray, cov: np.ndarray, n: int, known: np.ndarray
     paths (small for a few controls and hundreds of paths; ``coef`` avoids it).  With every control deterministic
     this is the plain mean, sd / sqrt(n)."""
     mean, cov, known = np.asarray(mean, float), np.asarray(cov, float), np.asarray(known, float)
+    if known.shape != mean[..., 1:].shape:
+        raise ValueError(f"known means of shape {known.shape} for controls of shape {mean[..., 1:].shape}")
     sxx, sxy, syy = cov[..., 1:, 1:], cov[..., 1:, 0], cov[..., 0, 0]
     gap = mean[..., 1:] - known
     if coef is not None:

@@ -31,6 +31,13 @@ def far_score_sums(family: Any, far_sizes: Any, q: Any = None, k: Any = None) ->
     return np.stack([np.cumsum(coherence[1:])[sizes - 1], np.cumsum(second[1:])[sizes - 1]], axis=1)
 
 
+def coherence_at(family: Any, offsets: Any, q: Any = None, k: Any = None) -> np.ndarray:
+    """(len(offsets),): c(Delta) = E q^T A_i ... A_{i-Delta+1} k at each lag, the closed form only (an estimated
+    coherence has an error of its own: no control)."""
+    lags = as_sizes(offsets)
+    return np.asarray(closed_forms(family).coherence(int(lags.max()), q, k), dtype=float)[lags]
+
+
 def mean_residual(family: Any, far_sizes: Any, m: Any = None) -> np.ndarray:
     """(len(far_sizes), d): E r(N) = (1/N) sum_{Delta=1}^N E[A]^Delta m for i.i.d. steps (E[P_Delta] = E[A]^Delta,
     ``ClosedForms.step_mean``), r(N) the far value residual of ``simulations.farset.far_residual``."""
