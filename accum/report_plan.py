@@ -106,7 +106,7 @@ PRESETS = {
     # dimensions) are the quick ones.  Quick at seed 0 (after the control variates): C1 cauchy 0.69%, haar 0.74%,
     # vonmises 0.63%, lie-walk 0.63%, token 0.49%, givens 0.38%, householder-token 0.33%, uniform 0.29%; C2 so2 0.54%
     # (paired growth); C3 token 0.49%; C4 lattice 0.73% (the others 0.03-0.15% with the mean score as control; Haar's
-    # scores row 0.9%, its pair's best the moment-operator estimate); C5 givens 0.63%, householder-token 0.55%,
+    # scores row 0.9%: no control, its coherence is 0); C5 givens 0.63%, householder-token 0.55%,
     # haar 0.49%, token 0.44%, householder 0.39%; C6 so2 0.45%, givens 0.37%, householder 0.22%.  The base counts
     # follow the worst family of each check; ``family_factors`` give the others fewer, the factor being the quick
     # factor times (quick error / 0.22%)^2 over the base's multiplier.
@@ -124,7 +124,7 @@ PRESETS = {
                                     ("scores-far-variance", "so2", 0.023), ("scores-far-variance", "token", 0.05),
                                     ("scores-far-variance", "householder", 0.023),
                                     ("scores-far-variance", "householder-token", 0.023),
-                                    ("scores-far-variance", "givens", 0.023), ("scores-far-variance", "haar", 0.15),
+                                    ("scores-far-variance", "givens", 0.023), ("scores-far-variance", "haar", 1.0),
                                     ("far-mass", "givens", 10.4), ("far-mass", "householder-token", 3.2),
                                     ("far-mass", "haar", 0.63), ("far-mass", "householder", 0.8),
                                     ("values", "givens", 0.35), ("values", "householder", 0.12))),
