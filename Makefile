@@ -12,8 +12,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e ".[test]"
 	touch $(STAMP)
 
+# one process of one thread, polite on a shared machine; on a machine of your own: make verify WORKERS=4
+WORKERS ?= 1
 verify: $(STAMP)
-	$(BIN)/accum verify --quick --json results/verify.json --markdown results/verify.md
+	$(BIN)/accum verify --quick --workers $(WORKERS) --json results/verify.json --markdown results/verify.md
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

@@ -3,10 +3,11 @@ command line is refused (``OneLineParser``: one line, exit status 2).
 
 Threads: ``thread_limits(n)`` caps the BLAS / OpenMP pools numpy and scipy use (through threadpoolctl,
 which also covers libraries loaded later in the block) and torch's intra-op pool when torch is loaded.
-The default is every core this process may use (``usable_cores``), right for a lone run; on a shared
-machine pass ``--threads 1`` so BLAS pools do not oversubscribe the cores and stall.
+Every command's default is ``DEFAULT_THREADS`` = 1: right on a shared machine, and the same numbers on any
+machine; on a machine of your own pass ``--threads N`` (``usable_cores`` says how many this process may use).
 
-Interrupts: a command that keeps partial work (a sweep, the figures' measurements) raises ``Interrupted``
+Interrupts: ``accum.cli.main`` installs its handlers (``terminate_as_interrupt``) before it imports any command,
+so a signal during start-up is handled like one during the work.  A command that keeps partial work (a sweep, the figures' measurements) raises ``Interrupted``
 with the line to print ("interrupted; N of M jobs kept in DIR"); ``accum.cli`` prints it (or plain
 "interrupted") and exits with ``EXIT_INTERRUPTED`` = 130 (128 + SIGINT), as shells do.  SIGTERM (``kill``,
 a batch scheduler's time limit) is treated as Ctrl-C (``terminate_as_interrupt``), so the same cleanup runs
@@ -21,14 +22,15 @@ import contextlib
 import os
 import signal
 import sys
-from typing import Any, Iterator
-
-from threadpoolctl import threadpool_info, threadpool_limits
+import time
+from typing import Any, Iterator, Sequence
 
 from accum.errors import ParamError
 
 EXIT_INTERRUPTED = 130
 MAX_THREADS = 1024
+#: the one default of ``--threads`` for every command (module docstring)
+DEFAULT_THREADS = 1
 
 
 class Interrupted(KeyboardInterrupt):
@@ -52,6 +54,13 @@ def terminate_as_interrupt() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+def ignore_interrupts() -> None:
+    """SIGINT and SIGTERM ignored from here on: for a process whose command has finished and only exits now, so a
+    late Ctrl-C cannot turn its last milliseconds into a traceback."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
+
+
 def usable_cores() -> int:
     """CPUs this process may run on (its affinity mask), at least 1."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -71,6 +80,8 @@ def thread_limits(threads: int) -> Iterator[dict]:
     Yields the settings in force, to record with a result: {"threads": n, "pools": [{"library", "api",
     "threads"} per loaded pool], "torch": n or None}.
     """
+    from threadpoolctl import threadpool_info, threadpool_limits  # loaded by the commands that compute only
+
     torch = sys.modules.get("torch")
     previous = torch.get_num_threads() if torch is not None else None
     with threadpool_limits(limits=threads):
@@ -85,11 +96,77 @@ def thread_limits(threads: int) -> Iterator[dict]:
                 torch.set_num_threads(previous)
 
 
+def progress_bar(total: int, desc: str, unit: str, enabled: bool = True, initial: int = 0, every: float = 0.0) -> Any:
+    """Progress on stderr, as a context manager with ``update(n=1)``: a tqdm bar on a terminal; elsewhere (CI logs,
+    nohup, notebooks) plain lines "DESC: K of TOTAL UNITs done (S s)", one per update or at most one per ``every``
+    seconds, the last unit's excepted (``PlainProgress``); nothing when not ``enabled``."""
+    if enabled and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        return tqdm(total=total, initial=initial, desc=desc, unit=unit, leave=False, unit_scale=every > 0)
+    return PlainProgress(total, desc, unit, initial, every, enabled)
+
+
+class PlainProgress:
+    """Progress as plain lines on stderr, for a stderr that is not a terminal (``progress_bar``).  No line for the
+    last unit: what follows it is the command's own result, or its one-line error (a check that finished and then
+    proved the user's family gives no finite result is refused in one line, as ``accum measure`` refuses it)."""
+
+    def __init__(self, total: int, desc: str, unit: str, initial: int = 0, every: float = 0.0,
+                 enabled: bool = True) -> None:
+        self.total, self.desc, self.unit, self.done, self.every, self.enabled = total, desc, unit, initial, every, enabled
+        self.start = self.last = time.monotonic()
+
+    def __enter__(self) -> "PlainProgress":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def update(self, n: int = 1) -> None:
+        """Count ``n`` more done; print the line unless one was printed less than ``every`` seconds ago."""
+        self.done += n
+        now = time.monotonic()
+        if self.enabled and self.done < self.total and now - self.last >= self.every:  # ``every``: none in a shorter run
+            self.last = now
+            print(f"{self.desc}: {self.done} of {self.total} {self.unit}s done ({now - self.start:.0f} s)",
+                  file=sys.stderr, flush=True)
+
+
+class Heartbeat:
+    """Progress of long work with no count to show: ``beat(what)`` prints "DESC: WHAT (S s)" on stderr, at most once
+    every ``every`` seconds and never in the first ``every`` seconds (a quick run prints nothing)."""
+
+    def __init__(self, desc: str, every: float = 10.0) -> None:
+        self.desc, self.every = desc, every
+        self.start = self.last = time.monotonic()
+
+    def __call__(self, what: str) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            print(f"{self.desc}: {what} ({now - self.start:.0f} s)", file=sys.stderr, flush=True)
+
+
 class OneLineParser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line, ``accum CMD: error: ...`` (exit status 2), no usage dump."""
+    """An argument parser whose errors are one line, ``accum CMD: error: ...`` (exit status 2), no usage dump.
+
+    Options are never abbreviated (``--jso`` is not ``--json``), and an option that takes one value (or one
+    list) may be given once: a second ``--json`` is refused rather than silently winning."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        args = list(sys.argv[1:] if args is None else args)
+        repeated = repeated_option(args, single_valued_options(self))
+        if repeated is not None:
+            self.error(f"argument {repeated}: given more than once; give it once")
+        return super().parse_known_args(args, namespace)
 
     def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> object:
         # argparse drops a lone "--" value (``--budget=--``) and returns [] unconverted; read it as the text "--"
@@ -98,3 +175,25 @@ class OneLineParser(argparse.ArgumentParser):
             self._check_value(action, value)
             return value
         return super()._get_values(action, arg_strings)
+
+
+def single_valued_options(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Option string -> the option's name, for the options of ``parser`` whose last value would silently win when
+    repeated (store and store-const actions: one value, one list, a flag); repeatable ones (append) are left out."""
+    kinds = (argparse._StoreAction, argparse._StoreConstAction)
+    return {s: "/".join(a.option_strings) for a in parser._actions if isinstance(a, kinds) for s in a.option_strings}
+
+
+def repeated_option(args: Sequence[str], options: dict[str, str]) -> str | None:
+    """The first option of ``options`` that ``args`` give twice (``--json a --json=b`` included), or None; nothing
+    after a bare ``--`` is an option."""
+    seen: set[str] = set()
+    for token in args:
+        if token == "--":
+            return None
+        name = options.get(token.partition("=")[0] if token.startswith("--") else token)
+        if name is not None:
+            if name in seen:
+                return name
+            seen.add(name)
+    return None

@@ -15,28 +15,36 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from accum.runtime import Interrupted
-from accum.simulations.families import Family, family_name, family_params, make_family
-from accum.simulations.params import ParamError, check_int, check_seed, integer_option, parse_assignments
+from accum.simulations.params import ParamError, check_int, check_seed, float_option, integer_option, parse_assignments
 from accum.simulations.results import check_output_path, make_output_dir, make_record, reserve_output
-from accum.simulations.runner import check_scheduler, check_workers, connect, default_workers
-from accum.simulations.userfamily import check_sample
 
-from .calibration import calibrate, format_calibration
-from .report import report, run_report
-from .report_format import format_markdown, format_table
-from .report_plan import CLAIMS, PRESETS, plan, plan_for_family
+if TYPE_CHECKING:
+    from accum.simulations.families import Family
+
+# The report's modules (the checks, the theory, torch for the adversarial searches) are imported by the functions
+# that run it, so `accum verify --help` and a refused option answer at once.
 
 
 def add_verify(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("verify", help="check every claim C1-C6; exit 1 if any fails")
+    p = sub.add_parser("verify", help="check every claim C1-C6; exit 1 if any fails",
+                       description="Measure each claim's quantity by Monte Carlo for every family it is about, hold it "
+                                   "against its prediction (closed form, or estimated from a family's moment "
+                                   "operators) and print one row per check -- prediction, measurement +- se, z, "
+                                   "threshold, detectable error, verdict -- then one verdict per claim C1-C6.  The "
+                                   "evidence rows share the false-failure budget.  Exit status 0 when every claim "
+                                   "passes, 1 when one fails, 2 for bad input.  Progress: a bar on a terminal, "
+                                   "otherwise one line per finished check on stderr.  Statistics: docs/verify.md.")
     size = p.add_mutually_exclusive_group()
     size.add_argument("--quick", dest="preset", action="store_const", const="quick", help="the smaller report (default): every engine and theory route, a 1%% error detected per claim and "
                       "family; about 85 CPU-seconds (docs/verify.md)")
@@ -44,7 +52,7 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(preset="quick", run=run_verify)
     p.add_argument("--seed", type=integer_option, default=0,
                    help="the report's seed; each check's stream comes from it and the check's identity (default 0)")
-    p.add_argument("--budget", type=float, default=0.01,
+    p.add_argument("--budget", type=float_option, default=0.01,
                    help="false-failure probability for the whole report, in [1e-12, 1) (default 0.01)")
     p.add_argument("--family", help="verify one family (built-in name or module:Class) on every claim that applies")
     p.add_argument("--param", action="append", metavar="K=V", help="parameter of --family (repeatable)")
@@ -58,14 +66,35 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", metavar="PATH", help="also write the report (rows, verdicts, timings; with --calibrate: the "
                                                "calibration summary) as a JSON record")
     p.add_argument("--markdown", metavar="PATH", help="also write the report's tables as Markdown")
+    p.add_argument("--no-progress", action="store_true", help="no progress (a bar on a terminal, else one line per "
+                                                              "finished check on stderr)")
 
 
-def applicable_claims(family: Family, seed: int) -> tuple[set[str], dict]:
+def applicable_claims(family: "Family", seed: int) -> tuple[set[str], dict]:
     """The claims ``accum check`` says apply to ``family`` (its report's ``claims`` dict)."""
     from accum.theory.checks import check
 
-    found = check(family, rng=np.random.default_rng(seed))
+    from accum.runtime import Heartbeat
+
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # the rows say what is not finite
+        found = check(family, rng=np.random.default_rng(seed), progress=Heartbeat("accum verify: accum check"))
     return {c for c, v in found.claims.items() if v["applies"]}, found.claims
+
+
+def refuse_nonfinite_rows(result: dict, family: "Family") -> None:
+    """``NonFiniteError`` naming the family and its parameters if a row of its report measured or predicted NaN or
+    infinity (fp64 overflow, e.g. expanding steps): the one line ``accum measure`` gives, not a report of NaNs."""
+    from accum.simulations.families import family_name
+    from accum.simulations.measure import set_params
+    from accum.simulations.results import NonFiniteError
+
+    for row in result["rows"]:
+        for key in ("measured", "predicted"):
+            value = row[key]
+            if isinstance(value, float) and not math.isfinite(value):
+                raise NonFiniteError(f"family {family_name(family)} ({set_params(family)}): {row['what']}: {key} = "
+                                     f"{value} is not finite -- these parameters give no finite result in fp64; use "
+                                     "smaller values")
 
 
 def reserved_outputs(stack: contextlib.ExitStack, args: argparse.Namespace) -> tuple[Any, Any]:
@@ -84,6 +113,8 @@ def check_options(args: argparse.Namespace) -> None:
         raise ParamError(f"--budget must lie in [1e-12, 1), got {args.budget!r}")
     if args.param and not args.family:
         raise ParamError("--param needs --family")
+    from accum.simulations.runner import check_scheduler, check_workers
+
     if args.scheduler is not None:
         check_scheduler(args.scheduler, "--scheduler")
         if args.workers is not None:
@@ -95,6 +126,8 @@ def check_options(args: argparse.Namespace) -> None:
         if args.family:
             raise ParamError("--calibrate runs the default report; leave out --family")
     if args.only is not None:
+        from .report_plan import PRESETS, plan
+
         if args.calibrate is None:
             raise ParamError("--only goes with --calibrate")
         names = sorted({j.check for j in plan(PRESETS[args.preset])})
@@ -106,7 +139,16 @@ def check_options(args: argparse.Namespace) -> None:
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    """``accum verify``: the options checked, the outputs reserved, the report (or --calibrate) run and printed."""
     check_options(args)
+    from accum.simulations.families import family_name, family_params, make_family
+    from accum.simulations.runner import connect, default_workers
+    from accum.simulations.userfamily import check_sample
+
+    from .report import report, run_report
+    from .report_format import format_markdown, format_table
+    from .report_plan import CLAIMS, PRESETS, plan_for_family
+
     workers = default_workers() if args.workers is None else args.workers
     with contextlib.ExitStack() as stack:
         json_out, markdown_out = reserved_outputs(stack, args)
@@ -123,11 +165,12 @@ def run_verify(args: argparse.Namespace) -> int:
             if family is not None:
                 claims, why = applicable_claims(family, args.seed)
                 result = report(plan_for_family(preset, family, claims), sorted(claims), args.preset, args.seed,
-                                args.budget, True, workers, client, cache)
+                                args.budget, not args.no_progress, workers, client, cache)
+                refuse_nonfinite_rows(result, family)
                 result["skipped_claims"] = {c: why[c]["why"] for c in CLAIMS if c not in claims}
                 result["config"] = {"family": family_name(family), "params": family_params(family), **asdict(preset)}
             else:
-                result = run_report(args.preset, args.seed, args.budget, True, workers, client, cache)
+                result = run_report(args.preset, args.seed, args.budget, not args.no_progress, workers, client, cache)
         print(format_table(result))
         for c, why in result.get("skipped_claims", {}).items():
             print(f"{c} not run: {why}")
@@ -142,11 +185,15 @@ def run_verify(args: argparse.Namespace) -> int:
 
 def run_calibrate(args: argparse.Namespace, workers: int, json_out: Any) -> int:
     """``accum verify --calibrate N``: the report at N fresh seeds, its failure rate printed (and saved)."""
+    from accum.simulations.runner import connect
+
+    from .calibration import calibrate, format_calibration
+
     start = time.perf_counter()
     with connect(args.scheduler) if args.scheduler else contextlib.nullcontext() as client:
         cache = None if args.cache is None else make_output_dir(args.cache, "--cache")
         try:
-            result = calibrate(args.preset, args.calibrate, args.seed, args.budget, workers, client, progress=True,
+            result = calibrate(args.preset, args.calibrate, args.seed, args.budget, workers, client, progress=not args.no_progress,
                                cache=cache, only=args.only)
         except KeyboardInterrupt:
             if cache is None:

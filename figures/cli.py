@@ -10,16 +10,19 @@ import argparse
 import sys
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from accum.runtime import Interrupted
-from accum.simulations.families import make_family
 from accum.simulations.params import ParamError, check_seed, integer_option, parse_assignments
 from accum.simulations.results import check_output_path, prove_writable_dirs
-from accum.simulations.runner import check_workers, default_workers
-from accum.simulations.userfamily import check_sample
 
-from .data import DEFAULT_RESULTS, DataError, load, plan
-from .make import DEFAULT_OUT, DEFAULT_PROBES, make_figures
-from .specs import ExtraFamily, figure_specs
+from .paths import DEFAULT_OUT, DEFAULT_PROBES, DEFAULT_RESULTS
+
+if TYPE_CHECKING:
+    from .specs import ExtraFamily
+
+# the measurements, the drawing (matplotlib) and the probe statistics are imported by ``run_figures``, so
+# `accum figures --help` and a refused option answer at once
 
 
 def add_figures(sub: argparse._SubParsersAction) -> None:
@@ -43,6 +46,11 @@ def add_figures(sub: argparse._SubParsersAction) -> None:
 
 def run_figures(args: argparse.Namespace) -> int:
     """One line per figure on stdout (its files, or why it was skipped); exit 1 if a measurement failed."""
+    from accum.simulations.runner import check_workers, default_workers
+
+    from .data import DataError
+    from .make import make_figures
+
     workers = default_workers() if args.workers is None else check_workers(args.workers, "--workers")
     seed = check_seed(args.seed, "--seed")
     check_output_path(args.out, "--out", directory=True)
@@ -66,21 +74,29 @@ def run_figures(args: argparse.Namespace) -> int:
     return 0
 
 
-def extra_family(name: str | None, params: list[str] | None) -> ExtraFamily | None:
+def extra_family(name: str | None, params: list[str] | None) -> "ExtraFamily | None":
     """``--family F --param k=v ...`` as an ``ExtraFamily``, validated before any work (a user family's first
     sample too); ``ParamError`` naming the option otherwise."""
     if name is None:
         if params:
             raise ParamError("--param needs --family")
         return None
+    from accum.simulations.families import make_family
+    from accum.simulations.userfamily import check_sample
+
+    from .specs import ExtraFamily
+
     given = parse_assignments(params, "--param")
     family = make_family(name, **given)
     check_sample(family, name)  # its first sample, built-in or not: a step form, asked shapes, finite
     return ExtraFamily(name, given)
 
 
-def kept_jobs(quick: bool, seed: int, results: Path, extra: ExtraFamily | None = None) -> str:
+def kept_jobs(quick: bool, seed: int, results: Path, extra: "ExtraFamily | None" = None) -> str:
     """"interrupted; N of M jobs kept in DIR": the figures' measurements saved under ``results``."""
+    from .data import load, plan
+    from .specs import figure_specs
+
     jobs = list({job.hash: job for job in plan([j for spec in figure_specs(quick, extra) for j in spec.jobs],
                                                seed)}.values())
     done = sum(load(results, job) is not None for job in jobs)

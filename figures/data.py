@@ -16,16 +16,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
-from tqdm import tqdm
-
+from accum.runtime import progress_bar
 from accum.simulations import identity, sweep
 from accum.simulations.families import family_name, family_params
 from accum.simulations.measure import resolve_job
 from accum.simulations.results import ResultError, atomic_write_json
 
+from .paths import DEFAULT_RESULTS
 from .specs import CurveSpec
-
-DEFAULT_RESULTS = Path("results/figures-data")
 
 
 class Measured(NamedTuple):
@@ -78,7 +76,7 @@ def ensure(jobs: Sequence[CurveSpec], results_dir: str | Path = DEFAULT_RESULTS,
     records = {p.hash: load(results_dir, p) for p in planned}
     todo = list({p.hash: p for p in planned if records[p.hash] is None}.values())
     failed = []
-    with tqdm(total=len(todo), desc="figure data", unit="job", disable=None if progress and todo else True) as bar:
+    with progress_bar(len(todo), "accum figures: measurements", "job", progress and bool(todo)) as bar:
         for job, outcome in sweep.outcomes(todo, workers, None):
             if isinstance(outcome, Exception):
                 failed.append(f"{job.where}: {type(outcome).__name__}: {outcome}")

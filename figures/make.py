@@ -17,18 +17,18 @@ from typing import Iterator, Sequence
 import matplotlib
 from matplotlib.figure import Figure
 
+from accum.simulations.inputs import InputError, loads_json, read_text
 from accum.simulations.results import ResultError
 
 from accum.probes.theory_stats import agreement
 
 from .captions import caption, probes_caption, theory_caption
-from .data import DEFAULT_RESULTS, Measured, ensure
+from .data import Measured, ensure
+from .paths import DEFAULT_OUT, DEFAULT_PROBES, DEFAULT_RESULTS
 from .overlays import THEORIES
 from .plots import BUILDERS, STYLE, fig_probes, fig_theory
 from .specs import ExtraFamily, FigureSpec, figure_specs
 
-DEFAULT_OUT = Path("results/figures")
-DEFAULT_PROBES = Path("probes/results/cpu/sweep.json")
 FORMATS = ("png", "pdf")
 PROBE_KEYS = ("config", "seq_len", "multipliers", "arms", "runs", "missing")
 
@@ -73,11 +73,13 @@ def read_probe_sweep(path: Path) -> dict | None:
     """The probes' sweep.json (format: ``probes.sweep``), None if there is none; ``ResultError`` if it is
     unreadable or lacks the keys figure 6 reads."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads_json(read_text(path), path)
     except FileNotFoundError:
         return None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+    except json.JSONDecodeError as err:
         raise ResultError(f"{path}: corrupt probe results ({err})") from None
+    except InputError as err:  # a device, over 64 MiB, nested too deep, a number too long, not UTF-8
+        raise ResultError(f"probe results {err}") from None
     except OSError as err:
         raise ResultError(f"{path}: cannot read probe results ({err.strerror})") from None
     if not isinstance(data, dict) or any(k not in data for k in PROBE_KEYS) or not data["arms"]:

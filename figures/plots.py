@@ -66,12 +66,25 @@ K_SE = 2.0
 PROBE_LABELS = {
     "nope": "NoPE", "rope": "RoPE", "alibi": "ALiBi", "random": r"random SO(2), $U(\pm\omega)$ (QK)",
     "random_drift": r"random SO(2), $U(0, 2\omega)$ (QK)", "random_qkv": r"random SO(2), $U(\pm\omega)$ (QKV)",
+    "random_qkv_indep": r"random SO(2), $U(\pm\omega)$ (QKV, values' own walk)",
     "random_drift_qkv": r"random SO(2), $U(0, 2\omega)$ (QKV)",
     "learned": "learned token angles (QK)", "learned_qkv": "learned token angles (QKV)",
+    "learned_key": "learned token angles (QK, key-side token)",
+    "learned_qkv_key": "learned token angles (QKV, key-side token)",
+    "learned_author": "learned token angles (QK, one AdamW group)",
+    "learned_qkv_author": "learned token angles (QKV, one AdamW group)",
     "gain": r"hidden-state gain $\omega(1 + Wh)$ (QK)", "path": "PaTH (Householder)",
 }
-#: colours of the probe arms that ``COLORS`` does not name (value-rotating arms are drawn dashed)
-PROBE_COLORS = {"random_drift": "#17becf", "random_qkv": "#1f77b4", "random_drift_qkv": "#17becf", "gain": "#bcbd22"}
+#: colours of the probe arms that ``COLORS`` does not name; variants of an arm take a lighter shade of its colour
+#: (arms that rotate the values, ``_qkv`` in the name, are drawn dashed)
+PROBE_COLORS = {"random_drift": "#17becf", "random_qkv": "#1f77b4", "random_qkv_indep": "#6baed6",
+                "random_drift_qkv": "#17becf", "learned_key": "#fdae6b", "learned_qkv_key": "#bcbddc",
+                "learned_author": "#8c564b", "learned_qkv_author": "#c49c94", "gain": "#bcbd22"}
+
+
+def rotates_values(arm: str) -> bool:
+    """Whether a probe arm rotates the values too (its name carries ``_qkv``): drawn dashed."""
+    return "_qkv" in arm
 
 
 def color(series: str, index: int = 0) -> str:
@@ -311,7 +324,8 @@ def fig_far_residual(measured: Sequence[Measured], theory: Theory) -> Figure:
 @styled
 def fig_probes(sweep: dict) -> Figure:
     """Figure 6 from the probes' multi-seed ``sweep.json``: per arm the mean over training seeds of (a) the
-    perplexity over all positions, (b) over the last train-length segment of each window, (c) the far
+    perplexity over all positions, (b) over the last train-length segment of each window divided by the 1x
+    perplexity of the same tokens (``ratio_last_segment``: the segment's own difficulty cancels), (c) the far
     attention mass (keys >= L_train back), versus evaluation length / train length; bands are the 95%
     Student t intervals over seeds (arms with one finished seed are drawn without a band; on the log axes a
     lower edge below half the arm's smallest mean, e.g. <= 0, is drawn at that floor)."""
@@ -320,14 +334,15 @@ def fig_probes(sweep: dict) -> Figure:
     mult = np.asarray(sweep["multipliers"], dtype=float)
     unit = "BPE token" if sweep["config"]["train"].get("tokenizer") == "bpe" else "character"
     panels = (("ppl", "(a) perplexity, all positions of each window", f"perplexity (per {unit})"),
-              ("ppl_last_segment", "(b) perplexity, last train-length segment", f"perplexity (per {unit})"),
+              ("ratio_last_segment", "(b) last train-length segment, against the same tokens at 1x",
+               "ppl(last segment) / ppl(same tokens, 1x)"),
               ("far_mass", r"(c) attention mass on keys $\geq L$ back", "far attention mass"))
     drawn = {arm: st for arm, st in sweep["arms"].items() if st.get("n_seeds")}
     for ax, (key, title, ylabel) in zip(axes, panels):
         for i, (arm, st) in enumerate(drawn.items()):
             mean = np.array([np.nan if v is None else v for v in st[key]["mean"]], dtype=float)
             style = {"color": PROBE_COLORS.get(arm, color(arm, i)), "marker": marker(i), "markersize": 4,
-                     "linestyle": "--" if arm.endswith("_qkv") else "-"}
+                     "linestyle": "--" if rotates_values(arm) else "-"}
             ax.plot(mult, mean, label=f"{PROBE_LABELS.get(arm, arm)} (n={st['n_seeds']})", **style)
             ci = st[key]["ci95"]
             if any(c is not None for c in ci):
@@ -337,11 +352,13 @@ def fig_probes(sweep: dict) -> Figure:
                     lo = np.maximum(lo, np.nanmin(mean) * 0.5)  # a t interval can reach below 0 on a log axis
                 ax.fill_between(mult, lo, hi, color=style["color"], alpha=0.15, linewidth=0)
         ax.axvline(1.0, color="0.5", linewidth=1.0, linestyle=":")
+        if key == "ratio_last_segment":
+            ax.axhline(1.0, color="0.5", linewidth=1.0, linestyle=":")
         ax.set_xscale("log", base=2)
         plain_ticks(ax, mult)
         if key != "far_mass":
             ax.set_yscale("log")
-            plain_log_y(ax, subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0))
+            plain_log_y(ax, subs=(1.0, 1.2, 1.5, 2.0, 3.0, 5.0, 7.0))
         ax.set_xlabel(rf"evaluation length / train length ($L = {sweep['seq_len']}$ tokens)")
         ax.set_ylabel(ylabel)
         ax.set_title(title)
@@ -388,7 +405,6 @@ def fig_theory(result: dict) -> Figure:
     (ax_law, ax_c3), (ax_win, ax_ord) = fig.subplots(2, 2)
     _far_panel(ax_law, result, "law", "(a) far mass: measured (solid) vs predicted from the step law (dashed)")
     _far_panel(ax_c3, result, "c3", "(b) far mass: measured (solid) vs C3 transfer from 2x (dashed)")
-    ax_law.legend(loc="lower right", fontsize=6, ncol=2)
     arms = list(result["runs"])
     for i, arm in enumerate(arms):
         pts = [p for p in result["window_points"] if p["arm"] == arm]
@@ -396,23 +412,23 @@ def fig_theory(result: dict) -> Figure:
                        color=PROBE_COLORS.get(arm, color(arm, i)), marker=marker(i), label=PROBE_LABELS.get(arm, arm))
     ax_win.set_xscale("log")
     ax_win.set_yscale("log")
-    for axis in (ax_win.xaxis, ax_win.yaxis):
+    for axis in (ax_win.xaxis, ax_win.yaxis):  # labels at 1, 2, 5 x 10^k: a window axis spans less than a decade
+        axis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
         axis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
         axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax_win.set_xlabel("measured window (lags holding 90% of attention, at L)")
     ax_win.set_ylabel(r"predicted window $W = \sum_{n<L} C(n)^2$")
     ax_win.set_title("(c) mixing window per head", fontsize=9)
-    ax_win.legend(loc="lower left", fontsize=6, ncol=2)
     order = result["order"]
-    for i, arm in enumerate(order["arms"]):
+    for arm in order["arms"]:  # one arm keeps its colour and marker in every panel (the shared legend below)
+        i = arms.index(arm)
         ax_ord.scatter(order["pred"][arm], order["measured"][arm], color=PROBE_COLORS.get(arm, color(arm, i)),
                        marker=marker(i), s=30)
-        ax_ord.annotate(PROBE_LABELS.get(arm, arm), (order["pred"][arm], order["measured"][arm]), fontsize=7,
-                        xytext=(3, 3), textcoords="offset points")
     rho = "n/a" if order["rho"] is None else f"{order['rho']:.2f}"
     ax_ord.set_xlabel(r"law-based degradation $D = -\log(1 - F_{law}(M))$, mean over heads and seeds")
     ax_ord.set_ylabel(r"measured $\log$ ppl$(M)$ / ppl$(1x)$")
     ax_ord.set_title(f"(d) degradation order: Spearman {rho}, {order['verdict']}", fontsize=9)
+    fig.legend(*ax_law.get_legend_handles_labels(), loc="outside lower center", ncol=4, fontsize=7)
     fig.suptitle("Theory vs trained probes: accum's theory from each head's realised step law", fontsize=10)
     return fig
 

@@ -189,8 +189,8 @@ def far_residual_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSp
 
 
 PROBES_SUMMARY = ("Probe perplexity versus evaluation length / train length for every probe arm, mean and 95% band "
-                  "over seeds: (a) all positions of each window, (b) the last train-length segment of each window, "
-                  "(c) the far attention mass.")
+                  "over seeds: (a) all positions of each window, (b) the last train-length segment of each window against the "
+                  "1x perplexity of the same tokens, (c) the far attention mass.")
 
 
 def probes_spec() -> FigureSpec:

@@ -5,13 +5,13 @@ parsed namespace to ``run(args)``; ``python -m accum.probes.cli ...`` runs the s
 
     accum probe train  --arm learned --out results/probes/learned [--preset cpu|gpu] [--steps 600 ...]
     accum probe eval   --run results/probes/learned [--multipliers 1 2 4 ...] [--json PATH]
-    accum probe sweep  --out probes/results/cpu [--preset cpu|gpu] [--arms nope rope ...] [--seeds 0 1 2]
+    accum probe sweep  --out probes/results/cpu [--preset cpu|cpu-families|tiny|gpu] [--workers 2] [--arms ...]
     accum probe report [--sweep probes/results/cpu/sweep.json]      (no training: prints table and verdicts)
 
 Every TrainConfig / EvalConfig field is an option (``--batch-size`` for ``batch_size``); an option not
-given takes its value from ``--preset`` (default cpu = the dataclass defaults but angle_lr_scale 10).  ``--threads`` (default
-2), ``--device`` (cpu, cuda, cuda:N) and ``--max-memory-gb`` (train/sweep: refuse a config whose
-estimated peak training memory exceeds it; default 80% of this machine's memory) are common.
+given takes its value from ``--preset`` (``probes.presets``).  ``--threads`` (``accum.runtime.DEFAULT_THREADS``),
+``--device`` (cpu, cuda, cuda:N) and ``--max-memory-gb`` (train/sweep: refuse a config whose estimated peak
+training memory exceeds it; default 80% of this machine's memory) are common.
 """
 
 from __future__ import annotations
@@ -29,33 +29,18 @@ import torch
 from accum.probes import stats, tables
 from accum.probes.evaluate import EvalConfig
 from accum.probes.io import json_text, read_json
+from accum.probes.cliargs import MAX_THREADS, REPOSITORY, probe_parser
 from accum.probes.bridge import THEORY_RESULTS, BridgeConfig, is_current, summary_line, theory_result
-from accum.probes.model import ARMS
 from accum.probes.presets import PRESETS, preset
 from accum.probes.sweep import EVAL_RESULTS, evaluate_run, finished_runs, run_sweep
 from accum.probes.sweepconfig import SweepConfig, check_analysis, load_design, variant_items
-from accum.probes.sweeptable import check_summary, markdown_table
+from accum.probes.sweeptable import check_summary, markdown_table, stopped_text
 from accum.probes.theory_stats import agreement, theory_section
 from accum.probes.train import WEIGHTS, TrainConfig, angle_spread, check_train_memory, load_data, load_trained, train
 from accum.runtime import Interrupted
-from accum.simulations.params import ParamError, check_int, integer_option, parse_assignments
+from accum.simulations.params import ParamError, check_int, parse_assignments
 from accum.simulations.results import ResultError, prove_writable_dirs, reserve_output
 from accum.simulations.runner import check_scheduler, check_workers, connect
-
-
-def _add_dataclass_options(parser: argparse.ArgumentParser, cls, skip: tuple[str, ...] = ()) -> None:
-    cpu = {**PRESETS["cpu"]["train"], **PRESETS["cpu"]["eval"]}
-    for f in fields(cls):
-        if f.name in skip:
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        if isinstance(f.default, tuple):
-            kind = str if "str" in str(f.type) else integer_option
-            parser.add_argument(flag, type=kind, nargs="+", default=None,
-                                help=f"cpu preset {list(cpu.get(f.name, f.default))}")
-        else:
-            kind = integer_option if isinstance(f.default, int) else type(f.default)
-            parser.add_argument(flag, type=kind, default=None, help=f"cpu preset {cpu.get(f.name, f.default)!r}")
 
 
 def _from_args(cls, args: argparse.Namespace, base: dict, **override):
@@ -67,101 +52,13 @@ def _from_args(cls, args: argparse.Namespace, base: dict, **override):
     return cls(**values)
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--threads", type=integer_option, default=2, help="torch CPU threads (default 2)")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
-    parser.add_argument("--data-dir", type=Path, default=None, help="data cache (default data/ in the repository)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def _sizing(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--preset", default="cpu", help=f"starting sizes: {', '.join(PRESETS)} (default cpu)")
-    parser.add_argument("--max-memory-gb", type=float, default=None,
-                        help="refuse configs whose estimated peak training memory exceeds this (default 80%% of RAM)")
-
-
 def add_subparser(subparsers) -> argparse.ArgumentParser:
-    """Add ``probe`` with sub-commands train, eval, sweep to an argparse ``subparsers`` object."""
-    probe = subparsers.add_parser("probe", help="C7 probes: train / evaluate small transformers per arm, report",
-                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = probe.add_subparsers(dest="probe_command", required=True)
-    p_train = sub.add_parser("train", help="train one arm at L_train (resumes from OUT/checkpoint.pt)")
-    _add_dataclass_options(p_train, TrainConfig)
-    p_train.add_argument("--out", required=True, help="run folder")
-    _common(p_train)
-    _sizing(p_train)
-    p_eval = sub.add_parser("eval", help="perplexity at multiples of L_train + attention analysis of a run")
-    p_eval.add_argument("--run", dest="run_dir", type=Path, required=True, help="folder of a finished `probe train`")
-    _add_dataclass_options(p_eval, EvalConfig)
-    p_eval.add_argument("--analysis-multiplier", type=integer_option, default=4, metavar="M",
-                        help="attention analysis on windows of M x the training length (M >= 2; default 4)")
-    p_eval.add_argument("--analysis-windows", type=integer_option, default=4, metavar="N",
-                        help="validation windows the attention analysis averages (default 4)")
-    p_eval.add_argument("--json", type=Path, default=None, help=f"output (default RUN/{EVAL_RESULTS})")
-    _common(p_eval)
-    p_sweep = sub.add_parser("sweep", help="train + evaluate every arm at every seed the design asks for; write "
-                             "design.json, sweep.json and sweep.md")
-    _add_dataclass_options(p_sweep, TrainConfig, skip=("arm", "seed"))
-    _add_dataclass_options(p_sweep, EvalConfig, skip=("seed",))
-    p_sweep.add_argument("--eval-seed", type=integer_option, default=None,
-                         help="seed of the evaluation (the random arms' angle draws; default 0)")
-    p_sweep.add_argument("--arms", nargs="+", default=None,
-                         help=f"arm labels: built-in arms ({' '.join(ARMS)}) or --variant names (default: the preset's)")
-    p_sweep.add_argument("--variant", nargs="+", action="append", default=None, metavar="NAME KEY=VALUE",
-                         help="an arm label with its training overrides, e.g. --variant learned_key arm=learned "
-                              "learned_token=key (repeatable; default: the preset's variants)")
-    p_sweep.add_argument("--seeds", type=integer_option, nargs="+", default=None,
-                         help="training seeds (>= 3; default: the preset's)")
-    p_sweep.add_argument("--looks", type=integer_option, nargs="+", default=None,
-                         help="sequential design: judge each claim at these numbers of paired seeds (increasing, "
-                              "the last the cap, at most the number of --seeds); each look's interval has level "
-                              "1 - alpha/K; seeds beyond the first look run only for unresolved claims "
-                              "(default: the preset's; none: one look at every seed)")
-    p_sweep.add_argument("--alpha", type=float, default=None, help="error budget shared by the looks (default 0.05)")
-    p_sweep.add_argument("--analysis-multiplier", type=integer_option, default=None, metavar="M",
-                         help="attention analysis on windows of M x the training length (default: the preset's)")
-    p_sweep.add_argument("--analysis-windows", type=integer_option, default=None, metavar="N",
-                         help="validation windows the attention analysis averages (default: the preset's)")
-    p_sweep.add_argument("--redesign", action="store_true",
-                         help="record this design in an --out that holds another (finished runs are never rewritten)")
-    p_sweep.add_argument("--workers", type=integer_option, default=1,
-                         help="local worker processes, one run each (default 1: in this process)")
-    p_sweep.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
-                         help="run on this Dask scheduler's workers instead (each worker's own GPU with --device cuda)")
-    p_sweep.add_argument("--out", default=str(DEFAULT_SWEEP.parent),
-                         help=f"sweep folder (default {DEFAULT_SWEEP.parent}); a folder with a design.json resumes it")
-    _common(p_sweep)
-    p_sweep.add_argument("--preset", default=None, help=f"starting design: {', '.join(PRESETS)} (default cpu; a "
-                         "folder's recorded design when --out has one and no design option is given)")
-    p_sweep.add_argument("--max-memory-gb", type=float, default=None,
-                         help="refuse configs whose estimated peak training memory exceeds this (default 80%% of RAM)")
-    p_tables = sub.add_parser("tables", help="learned arms: did the angle tables learn structure? (shuffle test, "
-                              "cross-seed agreement, spread growth)")
-    p_tables.add_argument("--runs", dest="run_dirs", type=Path, nargs="+", required=True,
-                          help="folders of finished learned / learned_qkv runs (2 or more seeds for the agreement)")
-    p_tables.add_argument("--windows", type=integer_option, default=64, help="validation windows of L_train (default 64)")
-    p_tables.add_argument("--top", type=integer_option, default=256, help="most frequent tokens compared across seeds")
-    p_tables.add_argument("--json", type=Path, default=None, help="write the results here")
-    _common(p_tables)
-    p_theory = sub.add_parser("theory", help="accum's theory for finished runs: theory.json per run (far mass predicted "
-                              "from each head's step law, the C3 transfer row, windows; read by `probe report`)")
-    p_theory.add_argument("--run", dest="run_dirs", type=Path, nargs="+", required=True,
-                          help="folders of finished runs (any arm, family arms too); runs whose theory.json is current "
-                               "are skipped")
-    p_theory.add_argument("--out", type=Path, default=None, help="output (one --run only; default RUN/theory.json)")
-    p_theory.add_argument("--windows", type=integer_option, default=None, help="validation windows of 2 L_train tokens")
-    p_theory.add_argument("--streams", type=integer_option, default=None,
-                          help=f"simulated queries per head of the law-based far mass (default {BridgeConfig.streams})")
-    p_theory.add_argument("--force", action="store_true", help="recompute runs whose theory.json is current")
-    _common(p_theory)
-    p_report = sub.add_parser("report", help="print a finished (or partial) sweep's table and C7 verdicts; no training")
-    p_report.add_argument("--sweep", type=Path, default=DEFAULT_SWEEP, help=f"sweep.json (default {DEFAULT_SWEEP})")
+    """Add ``probe`` and its sub-commands (``probes.cliargs``) to an argparse ``subparsers`` object; ``run`` runs them."""
+    probe = probe_parser(subparsers)
     probe.set_defaults(run=run)
     return probe
 
 
-MAX_THREADS = 256
-DEFAULT_SWEEP = Path("probes/results/cpu/sweep.json")
 ANALYSIS_FLAGS = {"analysis_multiplier": "--analysis-multiplier", "analysis_windows": "--analysis-windows"}
 
 
@@ -221,19 +118,25 @@ def check_common(args: argparse.Namespace) -> str:
     return check_device(args.device)
 
 
-def finished_run_config(run_dir: Path) -> TrainConfig:
-    """The training config of the finished ``accum probe train`` in ``run_dir``; ``ParamError`` naming --run."""
+def finished_run_config(run_dir: Path, option: str = "--run") -> TrainConfig:
+    """The training config of the finished ``accum probe train`` in ``run_dir``; ``ParamError`` naming ``option``."""
     record = run_dir / "train.json"
     if not record.is_file():
-        raise ParamError(f"--run {run_dir}: no train.json there; give the folder of an `accum probe train`")
+        raise ParamError(f"{option} {run_dir}: no train.json there; give the folder of an `accum probe train`")
     try:
         saved = read_json(record)
+        if not isinstance(saved, dict):
+            raise ValueError(f"a JSON {type(saved).__name__}, not an object")
         cfg = TrainConfig.from_dict(saved["config"])
     except (ValueError, KeyError, TypeError) as err:
-        raise ParamError(f"--run {run_dir}: train.json is not an `accum probe train` record ({err})") from None
-    if not saved.get("finished") or not (run_dir / WEIGHTS).is_file():
-        raise ParamError(f"--run {run_dir}: training is not finished (step {saved.get('step')} of {cfg.steps}); "
+        raise ParamError(f"{option} {run_dir}: train.json is not an `accum probe train` record ({describe(err)})") from None
+    if not saved.get("finished"):
+        raise ParamError(f"{option} {run_dir}: training is not finished (step {saved.get('step')} of {cfg.steps}); "
                          "rerun `accum probe train` with the same options to resume it")
+    if not (run_dir / WEIGHTS).is_file():
+        raise ParamError(f"{option} {run_dir}: training finished (step {saved.get('step')} of {cfg.steps}) but its "
+                         f"weights, {WEIGHTS}, are not there (committed runs keep train.json and eval.json only); "
+                         f"train it again with `accum probe train --arm {cfg.arm} --seed {cfg.seed} --out DIR` to get them")
     return cfg
 
 
@@ -282,7 +185,7 @@ def run_tables(args: argparse.Namespace, device: str) -> None:
     """Per run: the angle spread (final and its history), the shuffle effect; over runs: cross-seed agreement."""
     check_int("windows", args.windows, 2, 2**16)
     check_int("top", args.top, 2, 2**20)
-    cfgs = [finished_run_config(d) for d in args.run_dirs]
+    cfgs = [finished_run_config(d, "--runs") for d in args.run_dirs]
     for cfg in cfgs:
         tables.check_token_arm(cfg.arm)
     with reserve_output(args.json, "--json") if args.json is not None else nullcontext() as out:
@@ -406,23 +309,58 @@ def run_probe_sweep(args: argparse.Namespace, device: str) -> None:
 
 
 def run_report(args: argparse.Namespace, device: str) -> None:
-    """Print the table and verdicts of a sweep.json (recomputed from its per-run numbers, no training)."""
-    print(report_text(*load_sweep(args.sweep)) + theory_section(agreement(args.sweep.parent)), end="")
+    """Print, for each sweep.json, its table, verdicts and theory section (recomputed from its per-run numbers, no
+    training); with --summary only the verdict lines (``verdict_summary``).  Every sweep is read and checked first."""
+    sweeps = [(path, *load_sweep(path)) for path in args.sweep]
+    parts = [verdict_summary(sweep, config, sweep_label(path)) if args.summary else
+             report_text(sweep, config, sweep_label(path)) + theory_section(agreement(path.parent))
+             for path, sweep, config in sweeps]
+    print("\n".join(parts), end="")
+
+
+def sweep_label(path: Path) -> str:
+    """A sweep.json's path as the report names it: relative to the repository for the committed sweeps (no machine
+    path in the quoted output), as given otherwise."""
+    try:
+        return str(path.resolve().relative_to(REPOSITORY))
+    except ValueError:
+        return str(path)
+
+
+def verdict_summary(sweep: dict, config: SweepConfig, label: str) -> str:
+    """One line per claim: its verdicts on all positions / the last segment, d and the interval, where the rule
+    stopped; headed by the sweep (``label``), the runs finished and asked for."""
+    rows = config.verdicts(sweep["runs"])
+    done = sum(len(r) for r in sweep["runs"].values())
+    m = config.eval.multipliers[-1]
+    lines = [f"{label}: {done} runs finished, {len(sweep['missing'])} more asked for by the stopping rule. Verdicts at {m}x "
+             f"(all positions / last L_train segment; d, its interval, where the rule stopped):", ""]
+    for claim in dict.fromkeys(r["claim"] for r in rows):
+        cells = []
+        for r in (r for r in rows if r["claim"] == claim):
+            detail = f" (d = {r['mean']:.3f}, [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}], {stopped_text(r)})" \
+                if r.get("ci") else f" ({stopped_text(r)})" if "stopped" in r else ""
+            cells.append(f"**{r['verdict']}**{detail}")
+        lines.append(f"- {claim}: " + " / ".join(cells))
+    return "\n".join(lines) + "\n"
 
 
 def load_sweep(path: Path) -> tuple[dict, SweepConfig]:
     """A sweep.json written by ``accum probe sweep``: ``ParamError`` naming --sweep if it is not one,
     ``ResultError`` naming --sweep and the field if its runs do not fit its config (``check_summary``)."""
     if not path.is_file():
-        raise ParamError(f"--sweep {path}: no such file (a sweep.json from `accum probe sweep`)")
+        what = "not a regular file" if path.exists() else "no such file"
+        raise ParamError(f"--sweep {path}: {what} (a sweep.json from `accum probe sweep`)")
     try:
         sweep = read_json(path)
+        if not isinstance(sweep, dict):
+            raise ValueError(f"a JSON {type(sweep).__name__}, not an object with config, runs, missing, verdicts")
         config = SweepConfig.from_dict(sweep["config"])
         absent = [key for key in ("runs", "missing", "verdicts") if key not in sweep]
         if absent:
             raise KeyError(", ".join(absent))
     except (ValueError, KeyError, TypeError) as err:
-        raise ParamError(f"--sweep {path}: not a multi-seed probe sweep ({type(err).__name__}: {err})") from None
+        raise ParamError(f"--sweep {path}: not a multi-seed probe sweep ({describe(err)})") from None
     try:
         check_summary(sweep, config)
     except ResultError as err:
@@ -430,9 +368,16 @@ def load_sweep(path: Path) -> tuple[dict, SweepConfig]:
     return sweep, config
 
 
-def report_text(sweep: dict, config: SweepConfig) -> str:
-    """Header (config, data, completeness, stopping rule), the table and verdicts recomputed from the per-run
-    numbers under ``config`` (the sweep's own, as ``load_sweep`` reads it)."""
+def describe(err: Exception) -> str:
+    """What was wrong with a record, in words: a missing key by its name, a bound by the reader's message."""
+    if isinstance(err, (KeyError, TypeError)):
+        return f"no {err.args[0]!r} entry" if isinstance(err, KeyError) and err.args else "an entry missing or of the wrong type"
+    return str(err)
+
+
+def report_text(sweep: dict, config: SweepConfig, label: str) -> str:
+    """Header (the sweep's ``label``, config, data, completeness, stopping rule), the table and verdicts recomputed
+    from the per-run numbers under ``config`` (the sweep's own, as ``load_sweep`` reads it)."""
     cfg, data = sweep["config"], sweep.get("data", {})
     t = cfg["train"]
     runs = sweep["runs"]
@@ -441,7 +386,7 @@ def report_text(sweep: dict, config: SweepConfig) -> str:
     done = sum(len(r) for r in runs.values())
     looks = list(config.plan_looks)
     head = [f"C7 probe sweep: {done} (arm, seed) runs finished, {len(sweep['missing'])} more asked for by the "
-            f"stopping rule; complete: {str(not sweep['missing']).lower()}",
+            f"stopping rule; complete: {str(not sweep['missing']).lower()}", f"sweep: {label}",
             f"stopping rule: each claim judged at {', '.join(map(str, looks))} paired seeds (cap {looks[-1]}), "
             f"each look's t interval at level 1 - {config.alpha}/{len(looks)}; a claim stops at the first look that "
             f"resolves it (wrong CONFIRMED <= {config.alpha / 2:g} per claim over all looks)",

@@ -235,7 +235,7 @@ def unpack(archive: Path, dest: Path) -> tuple[list[str], list[str]]:
 
 def build_parser() -> argparse.ArgumentParser:
     from accum.runtime import OneLineParser
-    from accum.probes.cli import _add_dataclass_options
+    from accum.probes.cliargs import _add_dataclass_options
     from accum.probes.data import default_cache_dir
     from accum.probes.train import TrainConfig
 
@@ -297,14 +297,15 @@ def run_times_command(args: argparse.Namespace) -> int:
 
 
 def run_unpack(args: argparse.Namespace) -> int:
-    from accum.probes.cli import load_sweep, report_text
+    from accum.probes.cli import load_sweep, report_text, sweep_label
 
     names, notes = unpack(args.archive, args.dest)
     print(f"unpacked {len(names)} files from {args.archive} into {args.dest}")
     for note in notes:
         print(f"note: {note}")
     if "sweep.json" in names:
-        print(report_text(*load_sweep(args.dest / "sweep.json")), end="")
+        sweep_json = args.dest / "sweep.json"
+        print(report_text(*load_sweep(sweep_json), sweep_label(sweep_json)), end="")
     return 0
 
 

@@ -8,8 +8,11 @@ import os
 import platform
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
+
+from accum.simulations.inputs import InputError, loads_json, read_text
 
 
 def package_version() -> str:
@@ -60,9 +63,13 @@ def write_json(path: Path, obj: dict) -> None:
     write_atomic(path, json_text(obj).encode())
 
 
-def read_json(path: Path) -> dict:
-    with open(path) as f:
-        return json.load(f)
+def read_json(path: Path) -> Any:
+    """The JSON document in ``path``, read within bounds (``accum.simulations.inputs``: a regular file of at most
+    64 MiB, nesting and numbers bounded); ``ValueError`` naming the file otherwise, ``OSError`` as ``open``."""
+    try:
+        return loads_json(read_text(path), path)
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}: not valid JSON ({err})") from None
 
 
 def write_if_changed(path: Path, text: str) -> None:

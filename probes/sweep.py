@@ -100,13 +100,12 @@ def run_dir(out_dir: Path, arm: str, seed: int) -> Path:
 
 def run_summary(tres: dict, eres: dict) -> dict:
     """What sweep.json keeps of one (arm, seed) run: per-multiplier perplexities and far mass, throughput, and the
-    machine it ran on (``host``: the training's; None if the train and eval records name different machines or
-    none)."""
+    machine it was trained on (``host`` of train.json's provenance; None where it does not say): a rerun on another
+    machine differs by its training, its evaluation only by roundoff."""
     lengths = eres["lengths"]
     analysis = eres["analysis"]
     heads_far = [f for layer in analysis["layers"] for f in layer["far_mass"]]
-    hosts = {tres.get("provenance", {}).get("host"), eres.get("provenance", {}).get("host")}
-    return {"host": hosts.pop() if len(hosts) == 1 else None,
+    return {"host": tres.get("provenance", {}).get("host"),
             "ppl": [r["ppl"] for r in lengths], "ppl_last_segment": [r["ppl_last_segment"] for r in lengths],
             "ppl_last_segment_1x": last_segment_reference(lengths),
             "far_mass": [r.get("far_mass_mean") for r in lengths], "final_train_loss": tres["final_train_loss"],

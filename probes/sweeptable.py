@@ -87,17 +87,19 @@ def ratio_table(multipliers: list[int], arms: dict) -> list[str]:
 
 
 def host_note(hosts: list[str], fragile: list[str]) -> str:
-    """What the machines the runs ran on mean for the verdicts (``stats.host_robust``)."""
+    """What the machines the runs ran on mean for the verdicts (``stats.host_robust``); "?" stands for runs that do
+    not record their machine (any machine, so they count as another one)."""
     if len(hosts) == 1 and hosts != ["?"]:
         return (f"Every run ran on one machine ({hosts[0]}, from the runs' own records): no cross-machine shift is "
                 "in these verdicts.")
     tol = ", ".join(f"{100 * (math.exp(v) - 1):.1f}% ({k})" for k, v in stats.HOST_LOG_TOLERANCE.items())
+    unknown = " ('?': runs that do not record their machine)" if "?" in hosts else ""
+    machines = f"{len(hosts)} machine{'s' if len(hosts) > 1 else ''} ({', '.join(hosts)}){unknown}"
     if not fragile:
-        return (f"The runs come from {len(hosts)} machines ({', '.join(hosts)}); every CONFIRMED or CONTRADICTED verdict "
-                f"above whose runs span machines is unchanged if every run's perplexity moves by up to {tol} "
-                "(stats.host_shift).")
-    return (f"The runs come from {len(hosts)} machines ({', '.join(hosts)}); these verdicts could change if every run's "
-            f"perplexity moved by up to {tol} (stats.host_shift): " + ", ".join(fragile) + ".")
+        return (f"The runs come from {machines}; every CONFIRMED or CONTRADICTED verdict above whose runs span machines "
+                f"is unchanged if every run's perplexity moves by up to {tol} (stats.host_shift).")
+    return (f"The runs come from {machines}; these verdicts could change if every run's perplexity moved by up to "
+            f"{tol} (stats.host_shift): " + ", ".join(fragile) + ".")
 
 
 def stopped_text(row: dict) -> str:

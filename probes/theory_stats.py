@@ -18,7 +18,8 @@ verdicts use the rules of ``probes.stats``:
 * degradation order (C5 -> C7): Spearman over arms of the law-based D = mean_h -log(1 - F_law,h(M)) (mean over seeds)
   vs the measured log ppl(M)/ppl(1x), with a percentile bootstrap over seeds within each arm (``BOOTSTRAP``
   resamples, fixed seed); directional verdict on that interval (approximate: few seeds, a discrete statistic).
-  Fewer than ``MIN_ORDER_ARMS`` arms give NOT RESOLVED.
+  Only arms with at least ``MIN_ORDER_SEEDS`` seeds take part (a bootstrap over one seed has no spread, and its
+  zero-width interval would pass for certainty); fewer than ``MIN_ORDER_ARMS`` such arms give NOT RESOLVED.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from accum.probes.io import read_json
 FAR_MARGIN = math.log(1.25)
 BOOTSTRAP = 2000
 MIN_ORDER_ARMS = 6
+MIN_ORDER_SEEDS = 3
 #: the two far-mass predictions: key in theory.json -> what the report calls it
 PREDICTIONS = {"law": "law-based (family's law + 1x statistics)", "c3": "C3 transfer (own 2x attention, unbiased)"}
 
@@ -111,10 +113,11 @@ def order_row(theories: dict, seed: int = 0) -> dict:
     arms = {a: v for a, v in arms.items() if v.size}
     out = {"arms": list(arms), "pred": {a: float(v[:, 0].mean()) for a, v in arms.items()},
            "measured": {a: float(v[:, 1].mean()) for a, v in arms.items()}}
+    arms = {a: v for a, v in arms.items() if len(v) >= MIN_ORDER_SEEDS}
     if len(arms) < MIN_ORDER_ARMS:
         return {**out, "rho": None, "ci": None, "verdict": stats.NOT_RESOLVED,
-                "note": f"{len(arms)} arms, fewer than {MIN_ORDER_ARMS}"}
-    rho = spearman(np.array(list(out["pred"].values())), np.array(list(out["measured"].values())))
+                "note": f"{len(arms)} arms with >= {MIN_ORDER_SEEDS} seeds, fewer than {MIN_ORDER_ARMS}"}
+    rho = spearman(np.array([out["pred"][a] for a in arms]), np.array([out["measured"][a] for a in arms]))
     rng = np.random.default_rng(seed)
     boot = []
     for _ in range(BOOTSTRAP):
@@ -123,7 +126,8 @@ def order_row(theories: dict, seed: int = 0) -> dict:
     boot = np.array(boot)
     boot = boot[~np.isnan(boot)]
     ci = np.percentile(boot, [2.5, 97.5]).tolist() if boot.size else None
-    return {**out, "rho": None if math.isnan(rho) else rho, "ci": ci, "verdict": stats.directional_verdict(ci), "note": ""}
+    return {**out, "ranked": list(arms), "rho": None if math.isnan(rho) else rho, "ci": ci,
+            "verdict": stats.directional_verdict(ci), "note": f"ranked over {len(arms)} arms"}
 
 
 def agreement(out_dir: Path) -> dict | None:
@@ -236,7 +240,7 @@ def failures(result: dict) -> list[str]:
     out += [f"{r['arm']}: window order CONTRADICTED (rho {r['mean']:.3f})" for r in result["window"]
             if r["verdict"] == stats.CONTRADICTED]
     if result["order"]["verdict"] == stats.CONTRADICTED:
-        out.append(f"degradation order over {len(result['order']['arms'])} arms CONTRADICTED")
+        out.append(f"degradation order over {len(result['order']['ranked'])} arms CONTRADICTED")
     return out
 
 

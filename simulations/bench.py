@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sys
 import time
 from typing import Callable
 
@@ -188,11 +189,17 @@ def _all_rows(repeats: int, seed: int) -> list[dict]:
 
 
 def add_bench(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("bench", help="speed ratios against references")
+    p = sub.add_parser("bench", help="speed ratios against references; exit 1 if a row misses its target",
+                       description="Time each fast path against its baseline (the fp64 reference, or drawing the "
+                                   "random numbers an estimator consumes) and print the ratio with its target: ok, "
+                                   "MISS, or info (context rows without a target).  Exit status 1 when a row misses "
+                                   "its target (--allow-miss: 0).  Rows and targets: docs/benchmarks.md.")
     p.add_argument("--json", metavar="PATH", help="also write the ratios, with their config, to this JSON file")
     p.add_argument("--repeats", type=integer_option, default=3, metavar="N",
                    help="timings per row; each row keeps the best of N (default 3)")
     p.add_argument("--threads", type=integer_option, default=1, metavar="N", help="numpy/BLAS and torch threads for every row (default 1)")
+    p.add_argument("--allow-miss", action="store_true", help="exit 0 even when a row misses its target (still "
+                                                              "printed as MISS)")
     p.set_defaults(run=run_bench)
 
 
@@ -213,4 +220,7 @@ def run_bench(args: argparse.Namespace) -> int:
             config = {"repeats": args.repeats, "cpu_count": os.cpu_count(), "threads": args.threads,
                       "thread_settings": threads}
             out.write_json(make_record("bench", config, {"ratios": rows}, 0, {"seconds": time.perf_counter() - start}))
-    return 0
+    missed = [r["name"] for r in rows if r["meets"] is False]
+    if missed:
+        print(f"accum bench: {len(missed)} of {len(rows)} rows missed their target: {'; '.join(missed)}", file=sys.stderr)
+    return 1 if missed and not args.allow_miss else 0

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from accum.runtime import Interrupted
 
-from .bench import add_bench
 from .families import FAMILIES
 from .measure import QUANTITIES, config_from_record, plan_measurement, run_plan
 from .params import ParamError, check_seed, integer_option, parse_assignments
@@ -21,7 +20,11 @@ from .userfamily import SampleReport
 
 
 def add_families(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("families", help="list transform families and their parameters")
+    p = sub.add_parser("families", help="list transform families and their parameters",
+                       description="List the built-in transform families: each one's summary, then its parameters "
+                                   "with default, allowed range and meaning (\"only with ...\": a parameter that "
+                                   "applies only with another's value).  A family of your own is named "
+                                   "package.module:ClassName (docs/families.md).")
     p.set_defaults(run=run_families)
 
 
@@ -37,7 +40,7 @@ def run_families(args: argparse.Namespace) -> int:
 
 def add_measure(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("measure", help="one Monte Carlo measurement with its standard error",
-                       description="Quantities: " + "; ".join(f"{q.name}: {q.doc}" for q in QUANTITIES.values()))
+                       description=measure_description(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("quantity", nargs="?", choices=sorted(QUANTITIES), help="what to measure (not with --from)")
     p.add_argument("--family", help="built-in name (accum families) or module:Class (the current folder is importable)")
     p.add_argument("--param", action="append", metavar="K=V", help="family parameter (repeatable)")
@@ -48,8 +51,19 @@ def add_measure(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from", dest="from_record", metavar="RESULT.json",
                    help="re-run the saved measurement's exact config and seed (no other job options)")
     p.add_argument("--json", metavar="PATH", help="write the record here (atomically)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (shown on a terminal only)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress (a bar on a terminal, else a line every 10 s on stderr)")
     p.set_defaults(run=run_measure)
+
+
+def measure_description() -> str:
+    """Every quantity with its options: default, allowed range (the one checked before any work) and meaning."""
+    lines = ["One Monte Carlo measurement with its standard error: one JSON line on stdout, the full record with",
+             "--json.  Quantities and their --opt options (default, allowed range, meaning):", ""]
+    for q in QUANTITIES.values():
+        lines.append(f"{q.name}: {q.doc}")
+        lines += [f"    {s.name:<15} default {s.default!s:<8} {s.allowed():<38} {s.doc}" for s in q.options]
+    return "\n".join(lines)
 
 
 def measure_job(args: argparse.Namespace) -> tuple[str, str, dict, dict, int]:
@@ -130,4 +144,5 @@ def kept_jobs(grid_path: str, out: str | None) -> str:
     return f"interrupted; {done} of {len(jobs)} jobs kept in {output}"
 
 
-SUBCOMMANDS = (add_families, add_measure, add_bench, add_sweep)
+#: the commands this module defines (``accum.cli.COMMANDS`` registers them by name)
+SUBCOMMANDS = (add_families, add_measure, add_sweep)

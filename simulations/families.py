@@ -30,7 +30,7 @@ import scipy.linalg
 
 from .conventions import rope_frequencies
 from .laws import BASE, LAWS, TORCH_LAWS, AngleLaw, TorchDraw, check_token_table, law_params, make_law
-from .params import CommandText, ParamError, ParamSpec, check_int, param_dataclass, resolve
+from .params import MAX_DENSE_DIM, CommandText, ParamError, ParamSpec, check_int, param_dataclass, pieces, resolve
 from .steps import AngleSteps, DenseSteps, HouseholderSteps
 from .userfamily import CheckedFamily, load_class
 
@@ -225,6 +225,15 @@ def haar_orthogonal(rng: np.random.Generator, shape: tuple[int, ...], dim: int, 
     return q
 
 
+def dense_in_pieces(draw, shape: tuple[int, ...], dim: int) -> np.ndarray:
+    """``draw(k)`` -> (k, d, d) matrices (a QR or an expm each, ~d^3 flops), called over the flattened ``shape`` in
+    pieces of about ``params.PIECE_FLOPS`` (so Ctrl-C is acted on between them), reshaped to ``shape`` + (d, d).
+    Each matrix is computed on its own and the random draws follow each other in order, so the result is the one a
+    single call over the whole shape would give."""
+    parts = pieces(math.prod(shape), float(dim) ** 3)
+    return np.concatenate([draw(part.stop - part.start) for part in parts]).reshape(*shape, dim, dim)
+
+
 @param_dataclass
 class Haar(BuiltinFamily):
     """Haar-random steps on O(d) or SO(d): incoherent after one step.
@@ -235,13 +244,15 @@ class Haar(BuiltinFamily):
     FORM: ClassVar[type] = DenseSteps
     # each step is a d x d QR (d^3): at d = 4096 one step takes tens of seconds and Ctrl-C could not be honoured
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
-        dataclasses.replace(_DIM_ANY, hi=1024),
+        dataclasses.replace(_DIM_ANY, hi=MAX_DENSE_DIM),
         ParamSpec("group", "choice", "O", "group", choices=("O", "SO")),
     )
 
     def sample(self, rng: np.random.Generator, n_steps: int, batch: int) -> DenseSteps:
         check_sample_size(n_steps, batch)
-        return DenseSteps(haar_orthogonal(rng, (batch, n_steps), self.dim, self.group == "SO"))
+        special = self.group == "SO"
+        return DenseSteps(dense_in_pieces(lambda k: haar_orthogonal(rng, (k,), self.dim, special), (batch, n_steps),
+                                          self.dim))
 
 
 @param_dataclass
@@ -253,7 +264,7 @@ class Givens(BuiltinFamily):
     name: ClassVar[str] = "givens"
     FORM: ClassVar[type] = DenseSteps
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
-        ParamSpec("dim", "int", 16, "dimension d", lo=2, hi=4096),
+        ParamSpec("dim", "int", 16, "dimension d", lo=2, hi=MAX_DENSE_DIM),
         ParamSpec("sigma", "float", 1.0, "angle standard deviation (uniform plane angle to 1e-200 well before 1e3)",
                   lo=0.0, hi=1e3),
     )
@@ -280,15 +291,20 @@ class LieWalk(BuiltinFamily):
     name: ClassVar[str] = "lie-walk"
     FORM: ClassVar[type] = DenseSteps
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
-        ParamSpec("dim", "int", 8, "dimension d", lo=2, hi=1024),
+        # each step is one expm of d x d (about a second at d = 1024 on a loaded core, one call Ctrl-C cannot cut)
+        ParamSpec("dim", "int", 8, "dimension d", lo=2, hi=512),
         ParamSpec("sigma", "float", 0.3, "scale of the skew generator (expm rounding grows with sigma sqrt(d); "
                   "the rate is e^{-(d-1) sigma^2/2}-small long before 1e2)", lo=0.0, hi=1e2),
     )
 
     def sample(self, rng: np.random.Generator, n_steps: int, batch: int) -> DenseSteps:
         check_sample_size(n_steps, batch)
-        g = np.triu(rng.normal(0.0, self.sigma, (batch, n_steps, self.dim, self.dim)), 1)
-        return DenseSteps(scipy.linalg.expm(g - np.swapaxes(g, -1, -2)))
+        return DenseSteps(dense_in_pieces(lambda k: self.steps(rng, k), (batch, n_steps), self.dim))
+
+    def steps(self, rng: np.random.Generator, count: int) -> np.ndarray:
+        """``count`` steps (count, d, d): expm of skew matrices with N(0, sigma^2) entries above the diagonal."""
+        g = np.triu(rng.normal(0.0, self.sigma, (count, self.dim, self.dim)), 1)
+        return scipy.linalg.expm(g - np.swapaxes(g, -1, -2))
 
 
 @param_dataclass

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .inputs import MAX_GRID_BYTES, InputError, loads_toml, read_text
 from .measure import QUANTITIES
 from .params import ParamError
 
@@ -52,14 +53,16 @@ def load_grid(path: str | os.PathLike) -> Grid:
     """Read and check a grid file; relative ``output`` paths are taken from the grid file's directory."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = loads_toml(read_text(path, MAX_GRID_BYTES), path)
     except FileNotFoundError:
         raise GridError(f"{path}: no such grid file") from None
     except IsADirectoryError:
         raise GridError(f"{path}: is a directory; give a grid file") from None
+    except InputError as err:  # a device or FIFO, over 1 MiB, not UTF-8, nested too deep, a number too long
+        raise GridError(f"grid file {err}") from None
     except OSError as err:
         raise GridError(f"{path}: cannot read the grid file ({err.strerror or err})") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+    except tomllib.TOMLDecodeError as err:
         raise GridError(f"{path}: not a valid TOML file ({err})") from None
     return parse_grid(data, str(path), path.parent)
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib
+import importlib.util
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -80,16 +82,29 @@ def code_identity(modules: tuple[str, ...]) -> dict[str, str]:
     """The code version a result depends on, as seen by this process.
 
     {"accum": package version, "numpy": ..., "scipy": ..., "sources": digest of {module name: sha256 of
-    its file}} over ``modules`` (imported here if need be, so a worker checks its own installation).
+    its file}} over ``modules`` (found in this process's installation, so a worker checks its own; located, not
+    imported: fingerprinting the engine must not load torch, nor keep a Ctrl-C waiting for it).
     """
     sources = {}
     for name in modules:
-        path = getattr(importlib.import_module(name), "__file__", None)
+        path = module_file(name)
         if not path:
             raise ParamError(f"module {name!r} has no source file to fingerprint")
         sources[name] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
     return {"accum": package_version(), "numpy": np.__version__, "scipy": scipy.__version__,
             "sources": digest(sources)}
+
+
+def module_file(name: str) -> str | None:
+    """The source file of module ``name``: an imported module's ``__file__``, else where the import system would
+    load it from (``importlib.util.find_spec``, which runs no code of the module itself), else by importing it."""
+    module = sys.modules.get(name)
+    if module is not None:
+        return getattr(module, "__file__", None)
+    spec = importlib.util.find_spec(name)
+    if spec is not None and spec.has_location:
+        return spec.origin
+    return getattr(importlib.import_module(name), "__file__", None)
 
 
 def job_key(config: dict[str, Any], root_seed: int, replicate: int, code: dict[str, str]) -> dict[str, Any]:

@@ -12,8 +12,17 @@ from typing import ClassVar
 
 import numpy as np
 
+from .params import pieces
+
 #: a vector is fixed (A X A^T = X) to this tolerance
 FIXED_TOL = 1e-9
+
+
+def sandwiches(a: np.ndarray, x: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a_i x b_i for every i, (m, d, d): the products in pieces of ``params.PIECE_FLOPS`` (each matrix's product is the
+    one a single stacked call gives, so the result is too), so Ctrl-C is acted on between them."""
+    d = x.shape[-1]
+    return np.concatenate([a[part] @ x @ b[part] for part in pieces(a.shape[0], 4.0 * float(d) ** 3)])
 
 
 class DensePair:
@@ -30,13 +39,13 @@ class DensePair:
         self.cost = 4.0 * self.size * d**3  # flops of one application
 
     def left(self, x: np.ndarray) -> np.ndarray:
-        return sum(np.sum(a @ x @ np.swapaxes(a, 1, 2), axis=0) for a in self.mats) / self.size
+        return sum(np.sum(sandwiches(a, x, np.swapaxes(a, 1, 2)), axis=0) for a in self.mats) / self.size
 
     def right(self, x: np.ndarray) -> np.ndarray:
-        return sum(np.sum(np.swapaxes(a, 1, 2) @ x @ a, axis=0) for a in self.mats) / self.size
+        return sum(np.sum(sandwiches(np.swapaxes(a, 1, 2), x, a), axis=0) for a in self.mats) / self.size
 
     def values(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
-        return np.concatenate([np.einsum("ij,bij->b", u, a @ v @ np.swapaxes(a, 1, 2)) for a in self.mats])
+        return np.concatenate([np.einsum("ij,bij->b", u, sandwiches(a, v, np.swapaxes(a, 1, 2))) for a in self.mats])
 
     def coherent_direction(self, rng: np.random.Generator) -> None:
         """None: dense steps need the explicit fixed space (``theory.fixedspace``, d^4 numbers)."""
@@ -141,7 +150,13 @@ class HouseholderPair:
 
     def left(self, x: np.ndarray) -> np.ndarray:
         weights = self.beta**2 * self.quad(x)
-        return x - self.c @ x - x @ self.c + self.w.T @ (weights[:, None] * self.w) / self.w.shape[0]
+        m = self.w.shape[0]
+        if m < self.w.shape[1]:  # C has rank <= M < d: C X and X C through W, O(M d^2) instead of two d^3 products
+            cx = self.w.T @ (self.beta[:, None] * (self.w @ x)) / m
+            xc = ((x @ self.w.T) * self.beta) @ self.w / m
+        else:
+            cx, xc = self.c @ x, x @ self.c
+        return x - cx - xc + self.w.T @ (weights[:, None] * self.w) / m
 
     right = left
 

@@ -123,9 +123,19 @@ def _validating_post_init(then: Any) -> Any:
     return __post_init__
 
 
+def plain_number_text(text: str) -> str:
+    """``text`` if it is written as a number is on a command line -- ASCII digits, sign, point, exponent, or the words
+    inf / nan, at most 400 characters -- else ``ValueError``: Python's ``int`` and ``float`` would also take digits of
+    other scripts (``"８"``), underscores (``"1_0"``) and surrounding spaces, which nobody types as a number."""
+    if len(text) > 400 or not text.isascii() or "_" in text or text != text.strip():
+        raise ValueError(f"not a plain number: {text!r}")
+    return text
+
+
 def _parse_int(text: str) -> int:
     """An integer from text, exactly: ``"12345678901234567"`` as written, ``"1e3"`` as 1000 (integral floats
     below 2**53 only, where float text is exact); anything else raises ``ValueError``."""
+    plain_number_text(text)
     try:
         return int(text)
     except ValueError:
@@ -138,7 +148,7 @@ def _parse_int(text: str) -> int:
 def _parse_float(text: str) -> float:
     """A float from text; ``ValueError`` unless it is a number, and for a nonzero number that underflows to 0 in
     float64 (``"1e-400"``), which is not read as 0."""
-    value = float(text)
+    value = float(plain_number_text(text))
     if value == 0.0 and any(ch in "123456789" for ch in text.lower().partition("e")[0]):
         raise ValueError(f"{text!r} underflows to 0")
     return value
@@ -177,9 +187,20 @@ def integer_option(text: str) -> int | str:
     so that the option's own check (``check_int``, ``check_seed``, ``check_threads``, ...) refuses it with the
     option's allowed range instead of argparse's bare "invalid int value"."""
     try:
-        return int(text)
+        return int(plain_number_text(text))
     except ValueError:
         return text
+
+
+def float_option(text: str) -> float:
+    """argparse ``type`` of every real-valued option: a plain number (``plain_number_text``), else argparse's one-line
+    refusal "argument --budget: expected a number, got '８'"; the option's own check then tests its range."""
+    import argparse
+
+    try:
+        return float(plain_number_text(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
 
 
 def check_seed(seed: Any, name: str = "seed") -> int:
@@ -234,6 +255,21 @@ def resolve(specs: Sequence[ParamSpec], given: dict[str, Any], owner: str) -> di
 
 #: the most memory one command may plan to use (bytes); larger work is refused before it starts
 MAX_MEMORY_BYTES = 8 * 2**30
+
+#: flops of one numpy call in long dense work (QR, expm, d x d products over many samples): Ctrl-C and SIGTERM are
+#: acted on between calls, so long work is cut into calls of about this size (a few hundredths of a second)
+PIECE_FLOPS = 5e7
+
+
+#: largest d of steps given as dense matrices: each step's d x d product (or QR) is one numpy call, ~0.2 s at
+#: d = 1024 but ~7 s at 4096 on one core, and a signal is acted on only between calls
+MAX_DENSE_DIM = 1024
+
+
+def pieces(count: int, flops_each: float) -> list[slice]:
+    """Slices of ``range(count)`` of about ``PIECE_FLOPS`` work each (at least one item), in order."""
+    step = max(1, int(PIECE_FLOPS // max(flops_each, 1.0)))
+    return [slice(start, min(start + step, count)) for start in range(0, count, step)]
 
 
 def check_memory(estimate_bytes: float, option: str, value: Any, owner: str, fits: str) -> None:

@@ -23,6 +23,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from .inputs import InputError, loads_json, read_text
 from .params import ParamError
 
 SCHEMA = "accum.result/1"
@@ -67,14 +68,21 @@ def check_output_path(path: str | os.PathLike, option: str, directory: bool = Fa
     fifo or socket, which the final ``os.replace`` would replace); a directory path must not be a file, and
     must be writable if it exists; the nearest existing ancestor must be a writable directory (missing folders
     below it are created when the result is written).  A path the system cannot even look up (a name too
-    long) is refused too.
+    long), and a dangling symbolic link on the way (which no folder can be created over), are refused too.
     """
     if not str(path).strip():
         raise ParamError(f"{option}: empty path")
+    if str(path) == "-":
+        raise ParamError(f"{option} -: results are written to files, not to stdout; give a file path (./- for a file "
+                         "named '-')")
     if not directory and str(path).endswith((os.sep, "/")):
         raise ParamError(f"{option} {path}: ends in a path separator; give a file path (e.g. {path}result.json)")
     path = Path(path)
     mode = _file_mode(path, option)
+    dangling = next((p for p in (path, *path.parents) if _file_mode(p, option) is None and p.is_symlink()), None)
+    if dangling is not None:
+        raise ParamError(f"{option} {path}: {dangling} is a symbolic link to {os.readlink(dangling)}, which does not "
+                         "exist; create its target or give another path")
     if directory and mode is not None and not stat.S_ISDIR(mode):
         raise ParamError(f"{option} {path}: exists and is not a directory")
     if not directory and mode is not None and stat.S_ISDIR(mode):
@@ -238,18 +246,20 @@ def read_record(path: str | os.PathLike) -> dict:
     options; ``accum measure --from PATH`` re-runs it), ``seed``, ``result`` (numbers and lists of numbers,
     all finite), ``timings`` (seconds), ``version`` and ``platform``.  Raises ``ResultError`` if the file is
     missing, truncated, not JSON, not an accum record, or holds a non-finite number (NaN / Infinity literals
-    or their strings).  Nothing is ever unpickled.
+    or their strings), and for anything ``inputs.read_text`` / ``loads_json`` refuse (a device or FIFO, over
+    64 MiB, nested too deep, a number too long).  Nothing is ever unpickled.
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-        record = json.loads(text)
+        record = loads_json(read_text(path), path)
     except FileNotFoundError:
         raise ResultError(f"{path}: no such result file") from None
     except IsADirectoryError:
         raise ResultError(f"{path}: is a directory, not a result file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+    except json.JSONDecodeError as err:
         raise ResultError(f"{path}: corrupt or half-written result ({err})") from None
+    except InputError as err:  # not a regular file, too large, too deep, a number too long (``inputs``)
+        raise ResultError(str(err)) from None
     except OSError as err:
         raise ResultError(f"{path}: cannot read ({err.strerror or err})") from None
     if not isinstance(record, dict) or record.get("schema") != SCHEMA or any(k not in record for k in REQUIRED):

@@ -58,11 +58,26 @@ def serial_outcomes(fn: Callable[[Any], Any], items: list) -> Iterator[tuple[Any
         yield item, outcome
 
 
+@contextlib.contextmanager
+def sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked in this thread while the block runs, then the previous mask back (a Ctrl-C that came meanwhile
+    is delivered then).  Processes started in the block inherit the blocked mask through fork and exec, so a Ctrl-C
+    sent to the process group while a pool worker's interpreter starts stays pending until ``pool_worker_init``
+    has ignored it, instead of interrupting the worker's imports with a traceback."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 def pool_worker_init() -> None:
-    """Pool worker initializer: Ctrl-C (SIGINT, sent to the whole process group) is the parent's to handle, and
-    tqdm bars in the worker lock with a thread lock, not tqdm's default cross-process semaphore (a worker
-    terminated on Ctrl-C would leave that semaphore registered, and Python warns about it at exit)."""
+    """Pool worker initializer: Ctrl-C (SIGINT, sent to the whole process group) is the parent's to handle -- ignored
+    here, then unblocked (the worker started with it blocked: ``sigint_blocked``) -- and tqdm bars in the worker lock
+    with a thread lock, not tqdm's default cross-process semaphore (a worker terminated on Ctrl-C would leave that
+    semaphore registered, and Python warns about it at exit)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     tqdm.set_lock(threading.RLock())
 
 
@@ -75,7 +90,8 @@ def pool_outcomes(fn: Callable[[Any], Any], items: list, workers: int) -> Iterat
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                                    initializer=pool_worker_init)
         try:
-            futures = {pool.submit(fn, item): item for item in items}
+            with sigint_blocked():  # the workers are started by these submits
+                futures = {pool.submit(fn, item): item for item in items}
             for future in as_completed(futures):
                 yield futures[future], future.exception() or future.result()
         except BaseException:

@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from .pairs import AnglePair, DensePair, HouseholderPair
+from .params import MAX_DENSE_DIM
 from .scans import as_batch_sequence, mask_upper, chunked_scores, householder_scores
 
 
@@ -59,6 +60,8 @@ class StepShape:
 
     DIMS_PER_ENTRY: ClassVar[int] = 1
     form_name: ClassVar[str] = "dense"
+    #: the largest d this form is drawn at (None: no bound beyond memory); ``userfamily`` refuses larger draws
+    MAX_DIM: ClassVar[int | None] = None
 
     def _leading(self) -> np.ndarray:
         return getattr(self, next(iter(self.__dataclass_fields__)))  # the first field (``fields`` is slower)
@@ -361,8 +364,10 @@ class HouseholderSteps(StepShape):
 
 @dataclass(frozen=True)
 class DenseSteps(StepShape):
-    """Arbitrary d x d steps given as matrices: a (batch, n_steps, d, d) float64."""
+    """Arbitrary d x d steps given as matrices: a (batch, n_steps, d, d) float64; d <= ``params.MAX_DENSE_DIM``
+    (its products are single numpy calls of d^3 work)."""
 
+    MAX_DIM: ClassVar[int | None] = MAX_DENSE_DIM
     a: np.ndarray
 
     def dense(self) -> np.ndarray:

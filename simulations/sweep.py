@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator
 
-from tqdm import tqdm
+from accum.runtime import progress_bar
 
 from .families import family_name, family_params
 from .grid import Grid, GridError, load_grid
@@ -218,7 +218,7 @@ def run_sweep(grid: Grid, *, workers: int = 1, scheduler: str | None = None, pro
         todo = [job for job in jobs if status[job.hash] == "pending"]
         failed = []
         try:
-            with tqdm(total=len(jobs), initial=len(jobs) - len(todo), unit="job", disable=None if progress else True) as bar:
+            with progress_bar(len(jobs), "accum sweep", "job", progress, initial=len(jobs) - len(todo)) as bar:
                 for job, outcome in outcomes(todo, workers, client):
                     if isinstance(outcome, Exception):
                         status[job.hash] = f"failed: {type(outcome).__name__}: {outcome}"

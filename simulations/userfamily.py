@@ -8,8 +8,12 @@ user's exception, or SystemExit, named in the line) and anything the estimators 
 * the result is not a step form (``AngleSteps``, ``HouseholderSteps``, ``DenseSteps``), e.g. a plain ndarray;
 * an array has the wrong shape for (batch, n_steps, d): theta (2, 3, d/2), w (2, 3, d) and beta (2, 3),
   a (2, 3, d, d), with d the family's ``dim``;
-* an array is not real floating point (complex, integer, object), holds NaN or an infinity, or (but for angles)
-  an entry above MAX_ENTRY, whose square overflows.
+* an array is not real floating point (complex, integer, object), holds NaN or an infinity, an entry above
+  MAX_ENTRY (whose square overflows), or an angle above MAX_ANGLE (angles act modulo 2 pi: float64 keeps no
+  precision in the running sums of larger ones).
+
+What the user's code prints (in ``sample``, its module's import, any method the engine calls) goes to stderr, so
+stdout carries only the command's own output (the JSON line of ``accum measure``).
 
 ``check_sample``, called before any work by ``measure.plan_measurement``, ``accum check``, ``verify`` and
 ``figures``, draws one small sample that way, ``sample(rng, 3, 2)`` (three steps, two sequences: distinct sizes,
@@ -22,6 +26,7 @@ max |A^T A - I| and the largest singular value max ||A||_2 over the sample (orth
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import os
 import re
@@ -39,6 +44,11 @@ CHECK_STEPS, CHECK_BATCH = 3, 2
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 #: above this d the largest singular value is bounded through the orthogonality error instead of computed
 SVD_DIM = 512
+
+
+def user_prints_to_stderr() -> contextlib.AbstractContextManager:
+    """The block's prints on stderr: a user family's output never mixes with a command's stdout."""
+    return contextlib.redirect_stdout(sys.stderr)
 
 
 @contextlib.contextmanager
@@ -62,7 +72,7 @@ def load_class(name: str) -> type:
     if not _DOTTED.fullmatch(module_name) or not _DOTTED.fullmatch(cls_name):
         raise ParamError(f"--family {name!r}: expected package.module:ClassName (two dotted Python names)")
     try:
-        with cwd_on_path():
+        with cwd_on_path(), user_prints_to_stderr():
             module = importlib.import_module(module_name)
     except ImportError as err:
         raise ParamError(f"--family {name!r}: cannot import module {module_name!r} ({err})") from None
@@ -99,6 +109,8 @@ class SampleReport:
 
 #: largest |entry| of a step's matrix, vector or factor: its square (in A^T A, |w|^2) must stay finite in float64
 MAX_ENTRY = 1e150
+#: largest |angle| of angle steps (radians), the built-in laws' bound on their location mu
+MAX_ANGLE = 1e6
 
 
 def _check_array(name: str, call: str, label: str, x: Any, shape: tuple[int, ...]) -> np.ndarray:
@@ -114,6 +126,10 @@ def _check_array(name: str, call: str, label: str, x: Any, shape: tuple[int, ...
         raise ParamError(f"family {name}: {call} gave {label} with {int(bad.sum())} non-finite value(s) (NaN or inf) "
                          f"of {x.size}")
     top = float(np.max(np.abs(x), initial=0.0))
+    if label == "theta" and top > MAX_ANGLE:
+        raise ParamError(f"family {name}: {call} gave {label} with angles up to {top:.3g}; |angles| must be at most "
+                         f"{MAX_ANGLE:g} radians, the built-in laws' bound (angles act modulo 2 pi: reduce them; the running sums "
+                         "of huge angles lose their fraction of a turn)")
     if label != "theta" and top > MAX_ENTRY:
         raise ParamError(f"family {name}: {call} gave {label} with entries up to {top:.3g}; |entries| must be at "
                          f"most {MAX_ENTRY:g} (their squares overflow float64)")
@@ -134,12 +150,16 @@ def sample_checked(family: Any, name: str, rng: np.random.Generator, n_steps: in
     call = f"sample(rng, n_steps={n_steps}, batch={batch})"
     d = check_int(f"family {name}: dim", getattr(family, "dim", None), 1)
     try:
-        steps = family.sample(rng, n_steps, batch)
+        with user_prints_to_stderr():
+            steps = family.sample(rng, n_steps, batch)
     except (Exception, SystemExit) as err:  # user code: one line naming what failed
         raise ParamError(f"family {name}: {call} raised {type(err).__name__}: {err}") from None
     if not isinstance(steps, FORMS):  # acceptance of the result as one of the accepted forms, not a dispatch
         raise ParamError(f"family {name}: sample() returned a {type(steps).__name__}; it must return a step form: "
                          "AngleSteps, HouseholderSteps or DenseSteps (accum.simulations.steps)")
+    if steps.MAX_DIM is not None and d > steps.MAX_DIM:
+        raise ParamError(f"family {name}: dim = {d}: {type(steps).__name__} are drawn at d <= {steps.MAX_DIM} (each "
+                         "step's d x d product is one numpy call of seconds, which Ctrl-C could not interrupt)")
     try:
         shapes = steps.array_shapes((batch, n_steps), d)
     except ValueError as err:  # a dim the form cannot hold
@@ -170,7 +190,8 @@ class CheckedFamily:
     def __getattr__(self, attr: str) -> Any:  # only called for attributes not found above
         if attr.startswith("__") or attr in CheckedFamily.__slots__:
             raise AttributeError(attr)
-        return getattr(self.user_family, attr)
+        value = getattr(self.user_family, attr)
+        return quiet_method(value) if callable(value) and not isinstance(value, type) else value
 
     def __getstate__(self) -> tuple:
         return self.user_family, self.checked_name
@@ -180,6 +201,16 @@ class CheckedFamily:
 
     def __repr__(self) -> str:
         return repr(self.user_family)
+
+
+def quiet_method(method: Any) -> Any:
+    """``method`` of a user family with its prints sent to stderr (``user_prints_to_stderr``)."""
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with user_prints_to_stderr():
+            return method(*args, **kwargs)
+
+    return call
 
 
 def first_sample(family: Any, name: str) -> Any:

@@ -167,3 +167,18 @@ def test_readme_family_with_exact_moments_prints_what_it_says():
     p = eval(expression.replace(".value", ""), namespace)
     assert p.source.startswith("closed form") and np.all(p.stderr == 0)
     np.testing.assert_allclose(p.value, 1.0 / np.array([1, 10, 100]), rtol=1e-12)
+
+
+def test_the_sweep_guide_grid_has_the_jobs_it_says(tmp_path, capsys, monkeypatch):
+    """simulations/SWEEP.md's grid file, run as printed with --dry-run, has the number of jobs the guide states."""
+    import json
+
+    from accum.cli import main
+
+    guide = (ROOT / "simulations" / "SWEEP.md").read_text()
+    (grid,) = re.findall(r"```toml\n(.*?)```", guide, flags=re.S)
+    stated = int(re.search(r"The grid above has .*? = (\d+) jobs", guide).group(1))
+    (tmp_path / "grid.toml").write_text(grid)
+    monkeypatch.chdir(tmp_path)
+    assert main(["sweep", "grid.toml", "--dry-run"]) == 0
+    assert json.loads(capsys.readouterr().out)["jobs"] == stated == 88

@@ -61,7 +61,7 @@ escapes it; C6 needs C1 and norm-bounded steps.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from scipy.stats import norm
@@ -72,7 +72,7 @@ from accum.simulations.params import ParamError, check_int
 from ._common import NoClosedForm
 from .checkreport import format_report  # noqa: F401 (re-exported: ``accum.theory.checks.format_report``)
 from .fixedspace import coherent_kappa
-from .gaps import first_moment_gap, second_moment_gap
+from .gaps import first_moment_gap, second_moment_gap, top_singular_pair
 from .lattice import lattice_statistics, sample_angles
 from .sampled import (ORTHO_TOL, default_samples, draw_steps, largest_norm, orthogonality_drift, split,
                       step_dependence, step_mean_with_se)
@@ -139,7 +139,7 @@ def theory_rates(family: Any) -> dict:
     mean = theory_mean(family)
     if mean is None:
         return {}
-    out: dict[str, Any] = {"mean_step_norm": float(np.linalg.norm(mean, ord=2))}
+    out: dict[str, Any] = {"mean_step_norm": top_singular_pair(mean)[1]}
     try:
         rate = closed_forms(family).product_rate()
     except NoClosedForm:  # too large a transfer matrix: C1 is then not certified for the dependent steps
@@ -157,20 +157,22 @@ def _k_one_sided(alpha: float, tests: int) -> float:
 
 
 def check(family: Any, rng: np.random.Generator, samples: int | None = None, budget: float = 1e-3, k_max: int = 32,
-          pair_dim: int = 24) -> Report:
+          pair_dim: int = 24, progress: Callable[[str], None] | None = None) -> Report:
     """Run every condition on ``family`` and decide which claims apply (module docstring).
 
     rng: the only source of randomness (required); samples: M single steps (and M two-step sequences for the
     independence test), default ``default_samples``; budget: false-failure probability of the whole report;
     k_max: largest frequency of the non-lattice test; pair_dim: largest d for which E[A (x) A] is formed
-    explicitly (d^4 numbers) to find the fixed space for the coherent-direction test (skipped above it).
+    explicitly (d^4 numbers) to find the fixed space for the coherent-direction test (skipped above it);
+    progress: called with what was just done (each condition, each power step), e.g. ``accum.runtime.Heartbeat``.
     """
+    progress = progress or (lambda what: None)
     if not (0.0 < budget < 1.0):
         raise ParamError(f"budget must lie in (0, 1), got {budget}")
     samples = default_samples(family, rng) if samples is None else samples
     check_int("samples", samples, 10)
     d = int(family.dim)
-    chunks = draw_steps(family, samples, rng)
+    chunks = draw_steps(family, samples, rng, progress=progress)
     half1, half2 = split(chunks)
     alpha = budget / 4.0  # four statistical conditions: first gap, second gap, non-lattice, independence
     k1 = _k_one_sided(alpha, 1)
@@ -183,16 +185,18 @@ def check(family: Any, rng: np.random.Generator, samples: int | None = None, bud
     op_norm, how = largest_norm(chunks, drift, rng)
     conds["norm-bounded"] = Condition("norm-bounded", op_norm <= 1.0 + NORM_TOL, op_norm, None, 1.0, detail=how)
 
+    progress("norm-bounded done")
     g1 = first_moment_gap(half1, half2)
     conds["first-moment-gap"] = Condition(
         "first-moment-gap", g1.value + k1 * g1.stderr < 1.0 - GAP_TOL, g1.value, g1.stderr, 1.0, k1,
         detail=f"sigma_max(E[A]) + k se < 1 (split-sample estimate; plug-in sigma_max = {g1.plug_in:.4g}, biased up)")
 
+    progress("first-moment-gap done")
     if not conds["norm-bounded"].passed:
         conds["second-moment-gap"] = Condition("second-moment-gap", None,
                                                detail="skipped: steps are not norm-bounded (the fixed-space argument needs ||A|| <= 1)")
     else:
-        g2 = second_moment_gap(half1, half2, rng)
+        g2 = second_moment_gap(half1, half2, rng, progress)
         if g2.all_fixed:
             conds["second-moment-gap"] = Condition("second-moment-gap", False, 1.0, 0.0, 1.0, k1,
                                                    detail="every direction is fixed (A X A^T = X for every sampled step)")
@@ -202,6 +206,7 @@ def check(family: Any, rng: np.random.Generator, samples: int | None = None, bud
                 detail=f"sigma_max of X -> E[A X A^T] off its fixed space (matrix-free power method, {g2.iterations} "
                        f"steps{'' if g2.converged else ', NOT converged: a lower bound'}; split-sample estimate, "
                        f"plug-in {g2.plug_in:.4g})")
+    progress("second-moment-gap done")
     kappa, where = coherent_kappa(chunks, pair_dim, rng)
     conds["coherent-direction"] = (
         Condition("coherent-direction", None, detail=f"skipped: d = {d} > pair_dim = {pair_dim} (needs the explicit "
@@ -227,7 +232,8 @@ def check(family: Any, rng: np.random.Generator, samples: int | None = None, bud
                                          detail=f"max_(b, 1<=k<={k_max}) |phi_b(k)| (worst: plane {worst[1]}, "
                                                 f"k = {worst[0] + 1}){what}")
 
-    zmax, pairs = step_dependence(family, samples, rng)
+    progress("non-lattice done")
+    zmax, pairs = step_dependence(family, samples, rng, progress=progress)
     kd = float(norm.isf(alpha / (2 * pairs)))
     conds["independent-steps"] = Condition("independent-steps", zmax <= kd, zmax, None, kd, kd,
                                            detail=f"max |z| of x^T (E[A2 A1] - E[A2] E[A1]) y over {pairs} random probe pairs")

@@ -14,14 +14,11 @@ import time
 
 import numpy as np
 
-from accum.simulations.families import FAMILIES, family_name, make_family
-from accum.simulations.measure import set_params
-from accum.simulations.params import ParamError, check_int, check_seed, integer_option, parse_assignments
+from accum.runtime import Heartbeat
+from accum.simulations.params import ParamError, check_int, check_seed, float_option, integer_option, parse_assignments
 from accum.simulations.results import NonFiniteError, check_output_path, jsonable, make_record, reserve_output
-from accum.simulations.userfamily import check_sample
 
-from .checks import check, format_report
-from .sampled import MAX_STEP_NUMBERS, MIN_DENSE_SAMPLES
+# the families and the checks (scipy.stats) are imported by ``run``, so `accum check --help` answers at once
 
 
 #: allowed ranges of the options (inclusive): the pair operator E[A (x) A] has d^4 entries and an SVD of size d^2
@@ -32,7 +29,11 @@ def add_subparser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
     """Add the ``check`` command to an ``add_subparsers()`` object; returns its parser."""
     p = subparsers.add_parser(
         "check", help="assumption checks for a family (spectral gap, non-lattice, orthogonality): which claims apply",
-        description=__doc__.split("\n\n")[1].replace("\n", " "))
+        description="Estimate, by Monte Carlo with standard errors, the conditions behind the claims -- orthogonality, "
+                    "norm bound, first- and second-moment spectral gaps, coherent directions, non-lattice angles, "
+                    "independence of consecutive steps -- print one line per condition and which claims C1-C6 then "
+                    "apply.  Exit status 0 when the spectral-gap condition holds, 1 when it fails, 2 for bad input; "
+                    "--json writes the report as a result record.  Guide: docs/theory.md.")
     p.add_argument("family", metavar="FAMILY", help="built-in name (see `accum families`) or package.module:ClassName")
     p.add_argument("--param", action="append", metavar="K=V", help="family parameter (repeatable)")
     p.add_argument("--seed", type=integer_option, default=0, help="seed of the Monte Carlo estimates (default 0)")
@@ -40,7 +41,7 @@ def add_subparser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
     p.add_argument("--samples", type=integer_option, default=None,
                    help="sampled steps per estimate (default 4000, at most 2.5e8 / d^2; for dense steps at most 2e9 / d^3 "
                         "but at least 200; any value at most 1e7 and 2.5e8 / d^2)")
-    p.add_argument("--budget", type=float, default=1e-3,
+    p.add_argument("--budget", type=float_option, default=1e-3,
                    help="false-failure probability of the whole report (default 1e-3)")
     p.add_argument("--k-max", type=integer_option, default=32, help="largest frequency k of the non-lattice test (default 32, at most 1024)")
     p.add_argument("--pair-dim", type=integer_option, default=24,
@@ -52,6 +53,13 @@ def add_subparser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentPa
 
 def run(args: argparse.Namespace) -> int:
     """Run ``accum check``; returns the exit status (0 condition holds, 1 it fails)."""
+    from accum.simulations.families import FAMILIES, family_name, make_family
+    from accum.simulations.measure import set_params
+    from accum.simulations.userfamily import check_sample
+
+    from .checks import check, format_report
+    from .sampled import MAX_STEP_NUMBERS, MIN_DENSE_SAMPLES
+
     for option, value, (lo, hi) in (("--samples", SAMPLES_RANGE[0] if args.samples is None else args.samples, SAMPLES_RANGE),
                                     ("--k-max", args.k_max, K_MAX_RANGE), ("--pair-dim", args.pair_dim, PAIR_DIM_RANGE)):
         check_int(option, value, lo, hi)
@@ -76,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             with np.errstate(over="ignore", invalid="ignore"):  # refused below as one line
                 report = check(family, np.random.default_rng(args.seed), samples=args.samples, budget=args.budget,
-                               k_max=args.k_max, pair_dim=args.pair_dim)
+                               k_max=args.k_max, pair_dim=args.pair_dim, progress=Heartbeat("accum check"))
             saved = jsonable(report.to_dict(), "report")
         except (OverflowError, FloatingPointError, NonFiniteError) as err:
             raise NonFiniteError(f"family {family_name(family)} ({set_params(family)}): the checks are not finite in "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -45,12 +46,34 @@ def first_moment_gap(half1: list, half2: list) -> Gap:
     u^T E[A] v = g1 - O(|u - u*|^2) when (u, v) is near the true pair, whereas sigma_max(M_hat) is biased
     upwards by the noise of M_hat (about its entry noise times 2 sqrt(d)) -- reported as ``plug_in``.
     """
-    u, s, vh = np.linalg.svd(step_mean_with_se(half1)[0])
-    vals = bilinear_values(half2, u[:, 0], vh[0])
-    return Gap(float(vals.mean()), float(vals.std(ddof=1) / math.sqrt(vals.size)), float(s[0]))
+    u, s, v = top_singular_pair(step_mean_with_se(half1)[0])
+    vals = bilinear_values(half2, u, v)
+    return Gap(float(vals.mean()), float(vals.std(ddof=1) / math.sqrt(vals.size)), s)
 
 
-def second_moment_gap(half1: list, half2: list, rng: np.random.Generator) -> Gap:
+#: above this d the top singular pair comes from Lanczos iterations (one matrix-vector product each, so Ctrl-C is
+#: honoured between them) instead of a full SVD, a single LAPACK call of minutes at d = 4096
+DIRECT_SVD_DIM = 512
+
+
+def top_singular_pair(m: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
+    """(u, sigma_max, v) of a square matrix: a full SVD up to ``DIRECT_SVD_DIM``, else ARPACK's Lanczos iterations
+    (``scipy.sparse.linalg.svds``, k = 1, from a fixed start so the result is reproducible)."""
+    if m.shape[0] <= DIRECT_SVD_DIM:
+        u, s, vh = np.linalg.svd(m)
+        return u[:, 0], float(s[0]), vh[0]
+    if not np.any(m):  # E[A] = 0 (Haar): every direction is a top one
+        e1 = np.eye(m.shape[0])[0]
+        return e1, 0.0, e1
+    from scipy.sparse.linalg import svds
+
+    start = np.random.default_rng(0).normal(size=m.shape[1])  # fixed: the same matrix gives the same pair
+    u, s, vh = svds(m, k=1, v0=start / np.linalg.norm(start))
+    return u[:, 0], float(s[0]), vh[0]
+
+
+def second_moment_gap(half1: list, half2: list, rng: np.random.Generator,
+                      progress: Callable[[str], None] | None = None) -> Gap:
     """g2 = sigma_max of S(X) = E[A X A^T] on the complement F^perp of its fixed space, matrix-free.
 
     For steps of norm <= 1, S is a contraction in the Frobenius norm, so ker(I - S) = ker(I - S^*) = F and
@@ -66,7 +89,7 @@ def second_moment_gap(half1: list, half2: list, rng: np.random.Generator) -> Gap
     then ``converged`` is False and the value a lower bound).
     The estimate is <U, S_2(V)> on the second half, se = sd_i <U, A_i V A_i^T> / sqrt(M_2) (unbiased for
     <U, S V> <= g2 given the first half), never forming the d^2 x d^2 matrix.  Y_0 = 0 means every direction is
-    fixed (A X A^T = X for every sampled step, e.g. A = I).
+    fixed (A X A^T = X for every sampled step, e.g. A = I).  ``progress`` is told of each power step.
     """
     d = half1[0].dim
     op1, op2 = common_form(half1).pair_operator(half1), common_form(half2).pair_operator(half2)
@@ -81,6 +104,8 @@ def second_moment_gap(half1: list, half2: list, rng: np.random.Generator) -> Gap
     converged = False
     while it < cap and not converged:
         it += 1
+        if progress is not None:
+            progress(f"second-moment-gap: power step {it} of at most {cap}")
         z = op1.left(v)
         new = float(np.linalg.norm(z))
         w = op1.right(z)

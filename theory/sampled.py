@@ -8,7 +8,7 @@ d = 256 costs O(M d^2) per operator application for structured steps.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -32,8 +32,10 @@ def chunk_size(d: int) -> int:
     return max(1, min(2000, CHUNK_NUMBERS // (d * d)))
 
 
-def draw_steps(family: Any, samples: int, rng: np.random.Generator, n_steps: int = 1) -> list:
-    """``samples`` independent sequences of ``n_steps`` steps, as a list of ``Steps`` chunks (``family.sample``)."""
+def draw_steps(family: Any, samples: int, rng: np.random.Generator, n_steps: int = 1,
+               progress: Callable[[str], None] | None = None) -> list:
+    """``samples`` independent sequences of ``n_steps`` steps, as a list of ``Steps`` chunks (``family.sample``);
+    ``progress`` is told of each chunk drawn."""
     d, chunks, left = int(family.dim), [], samples
     while left > 0:
         b = min(chunk_size(d), left)
@@ -43,6 +45,8 @@ def draw_steps(family: Any, samples: int, rng: np.random.Generator, n_steps: int
                              f"{(steps.batch, steps.n_steps, steps.dim)}, expected {(b, n_steps, d)}")
         chunks.append(steps)
         left -= b
+        if progress is not None:
+            progress(f"{samples - left} of {samples} samples of {n_steps} step(s) drawn")
     return chunks
 
 
@@ -110,7 +114,13 @@ def largest_norm(chunks: list, drift: float, rng: np.random.Generator) -> tuple[
     return math.sqrt(best), f"max ||A||_2 over the samples (power method, {POWER_ITERS} steps: a lower bound)"
 
 
-def step_dependence(family: Any, samples: int, rng: np.random.Generator, probes: int = 16) -> tuple[float, int]:
+#: relative size of rounding in a difference of means of products (far above float64's 1e-16, far below any
+#: dependence worth a name): identical steps 1e10 I differ by rounding of their 1e20-sized products, not by dependence
+ROUNDING_FLOOR = 1e-12
+
+
+def step_dependence(family: Any, samples: int, rng: np.random.Generator, probes: int = 16,
+                    progress: Callable[[str], None] | None = None) -> tuple[float, int]:
     """max_j |z_j| of x_j^T (E_hat[A_2 A_1] - E_hat[A_2] E_hat[A_1]) y_j over ``probes`` Gaussian pairs (x_j, y_j).
 
     Independent consecutive steps give zero for every pair; dependence (a Markov token source, a repeated angle)
@@ -118,7 +128,7 @@ def step_dependence(family: Any, samples: int, rng: np.random.Generator, probes:
     (linearisation of the difference of means), so se = sd / sqrt(M); only step-vector products are used,
     O(M d probes) for structured steps.  Returns (max |z|, number of probes).
     """
-    chunks = draw_steps(family, samples, rng, n_steps=2)
+    chunks = draw_steps(family, samples, rng, n_steps=2, progress=progress)
     d = int(family.dim)
     x, y = rng.normal(size=(2, d, probes))
 
@@ -139,5 +149,8 @@ def step_dependence(family: Any, samples: int, rng: np.random.Generator, probes:
     infl = np.concatenate(vals)
     diff = infl.mean(axis=0) + np.einsum("dk,dk->k", m2x, m1y)  # mean(x A2 A1 y) - x^T M2 M1 y
     se = infl.std(axis=0, ddof=1) / math.sqrt(samples)
-    z = np.abs(diff) / np.sqrt(se**2 + 1e-20)  # floor 1e-10: rounding of deterministic steps is not dependence
+    # rounding of deterministic steps is not dependence: a floor of 1e-10, or ROUNDING_FLOOR of the products' size
+    scale = np.abs(infl).max(axis=0) + np.abs(np.einsum("dk,dk->k", m2x, m1y))
+    floor = np.maximum(1e-10, ROUNDING_FLOOR * scale)
+    z = np.abs(diff) / np.sqrt(se**2 + floor**2)
     return float(z.max()), probes

@@ -172,6 +172,32 @@ def test_far_mass_verdicts_follow_the_equivalence_margin(shift, verdict, runs, t
     assert result["order"]["arms"] == sorted(ARMS) and result["order"]["ci"] is not None
 
 
+def synthetic_theories(n_arms: int, seeds: int, sign: float) -> dict:
+    """Arms whose measured log ppl ratio is sign * their predicted degradation (plus a seed jitter smaller than the
+    gaps between arms)."""
+    return {f"arm{a}": {str(s): {"degradation_pred": float(a), "log_ppl_ratio": sign * a + 0.01 * (s - 1)}
+                        for s in range(seeds)} for a in range(n_arms)}
+
+
+@pytest.mark.parametrize("seeds, sign, verdict", [(1, 1.0, stats.NOT_RESOLVED), (2, 1.0, stats.NOT_RESOLVED),
+                                                  (3, 1.0, stats.CONFIRMED), (3, -1.0, stats.CONTRADICTED)])
+def test_degradation_order_needs_seeds_to_judge(seeds, sign, verdict):
+    """A seed bootstrap over one or two seeds per arm has no honest spread: NOT RESOLVED with no interval, however
+    well the single seeds are ordered; with three seeds the exact order is CONFIRMED and the reversed one
+    CONTRADICTED."""
+    row = theory_stats.order_row(synthetic_theories(theory_stats.MIN_ORDER_ARMS, seeds, sign))
+    assert row["verdict"] == verdict
+    assert (row["ci"] is None) == (verdict == stats.NOT_RESOLVED)
+
+
+def test_degradation_order_ranks_only_arms_with_enough_seeds():
+    theories = synthetic_theories(theory_stats.MIN_ORDER_ARMS, 3, 1.0)
+    theories["late"] = {"0": {"degradation_pred": 100.0, "log_ppl_ratio": -100.0}}
+    row = theory_stats.order_row(theories)
+    assert "late" in row["arms"] and "late" not in row["ranked"]
+    assert row["verdict"] == stats.CONFIRMED and row["rho"] == pytest.approx(1.0)
+
+
 def test_report_section_without_theory_says_so(tmp_path):
     assert theory_stats.agreement(tmp_path) is None
     assert "no theory.json" in theory_stats.theory_section(None)

@@ -31,7 +31,7 @@ REFUSED = {
     "train odd head size": (["train", "--out", "{tmp}/r", "--d-model", "30", "--n-heads", "2"],
                             ["--d-model / --n-heads", "even"]),
     "train too many layers": (["train", "--out", "{tmp}/r", "--n-layers", "1025"], ["--n-layers", "[1, 1024]"]),
-    "train unknown arm": (["train", "--out", "{tmp}/r", "--arm", "bogus"], ["--arm must be one of"]),
+    "train unknown arm": (["train", "--out", "{tmp}/r", "--arm", "bogus"], ["--arm", "'bogus'"]),
     "train threads zero": (["train", "--out", "{tmp}/r", "--threads", "0"], ["--threads", "[1, 256]"]),
     "train threads too many": (["train", "--out", "{tmp}/r", "--threads", "257"], ["--threads", "257"]),
     "train bad device": (["train", "--out", "{tmp}/r", "--device", "tpu"], ["--device", "'tpu'"]),

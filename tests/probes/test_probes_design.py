@@ -62,7 +62,7 @@ def test_the_documented_commands_reproduce_sweep_json_byte_for_byte(tiny, tmp_pa
     (["--steps", "41"], "train.steps: 40 recorded, 41 asked"),
     (["--arms", "rope", "random"], "arms"),
     (["--looks", "3"], None),  # one look at every seed is the recorded design: no difference
-    (["--preset", "cpu"], "train.seq_len: 16 recorded, 128 asked"),
+    (["--lr", "0.003"], "train.lr: 0.002 recorded, 0.003 asked"),
 ])
 def test_another_design_is_refused_naming_the_difference(tiny, options, named, capsys):
     record = (tiny / DESIGN).read_bytes()

@@ -87,3 +87,15 @@ def test_arm_statistics_per_multiplier():
     assert st["ratio"]["mean"] == pytest.approx([1.0, 2.25])
     assert st["far_mass"]["mean"][0] is None and st["far_mass"]["mean"][1] == pytest.approx(0.3)
     assert st["angle_spread"] == pytest.approx([0.2, 0.4]) and st["tokens_per_second"]["mean"] == 110.0
+
+
+@pytest.mark.parametrize("hosts, fragile, says", [
+    (["vm-1"], [], "Every run ran on one machine (vm-1"),
+    (["?"], [], "The runs come from 1 machine (?) ('?': runs that do not record their machine); every CONFIRMED"),
+    (["vm-1", "vm-2"], ["alibi_flat (ppl)"], "The runs come from 2 machines (vm-1, vm-2); these verdicts could change"),
+])
+def test_host_note_says_where_the_runs_ran(hosts, fragile, says):
+    from accum.probes.sweeptable import host_note
+
+    note = host_note(hosts, fragile)
+    assert note.startswith(says) and all(f in note for f in fragile)

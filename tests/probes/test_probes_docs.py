@@ -1,0 +1,12 @@
+"""Every probe number in probes/REPORT.md's results block and docs/probes.md's verdict block is what
+``accum probe report`` prints from the committed sweeps (``python -m accum.probes.docblocks`` rewrites them)."""
+
+import pytest
+
+from accum.probes.docblocks import BLOCKS, command_output, quoted
+
+
+@pytest.mark.parametrize("path, name, argv", BLOCKS, ids=[name for _, name, _ in BLOCKS])
+def test_quoted_results_are_the_commands_output(path, name, argv):
+    assert quoted(path, name) == command_output(argv), (
+        f"{path.name}'s {name} block differs from `accum probe {' '.join(argv)}`: run python -m accum.probes.docblocks")
