@@ -26,9 +26,9 @@ from accum.simulations import estimators as est
 from accum.simulations import montecarlo as mc
 from accum.simulations import reference
 from accum.simulations.families import FAMILIES, Family, family_name, family_params, user_object
-from accum.simulations.steps import AngleSteps, StepShape
-from accum.theory import Prediction, far, prediction
-from accum.theory.forms import has_closed_forms, mixing_estimable
+from accum.simulations.steps import StepShape
+from accum.theory import Prediction, controls, prediction
+from accum.theory.forms import has_closed_forms
 from accum.theory.predict import NoClosedForm
 
 from .verdict import Measurement
@@ -137,19 +137,85 @@ def probe_pair(dim: int, rng: np.random.Generator, overlap: float = 0.5) -> tupl
     return q, k / np.linalg.norm(k)
 
 
+# --- control variates: exact means from the theory, the regression estimate, the controls' own row -------
+
+
+@dataclass(frozen=True)
+class PathMoments:
+    """Sample means (..., 1 + p), covariance (..., 1 + p, 1 + p; ddof 1) and count n of (Y, X) over paths: what the
+    streaming estimators keep (``controls_mean``, ``controls_cov``) for per-path values held in memory."""
+
+    controls_mean: np.ndarray
+    controls_cov: np.ndarray
+    n: int
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> "PathMoments":
+        """From per-path values (n, ..., 1 + p)."""
+        dev = values - values.mean(axis=0)
+        return cls(values.mean(axis=0), np.einsum("n...i,n...j->...ij", dev, dev) / (len(values) - 1), len(values))
+
+
+def known_controls(fn: Callable[..., np.ndarray], family: Family, *args: Any) -> np.ndarray | None:
+    """The exact means ``fn(family, *args)`` of a controlled estimator's controls (``theory.controls``), or None
+    where the theory has none (the estimate then runs without controls)."""
+    try:
+        return fn(family, *args)
+    except NoClosedForm:
+        return None
+
+
+def controlled(e: Any, known: np.ndarray | None, directions: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+    """(value, standard error, dof) of a streaming estimate ``e`` (``controls_mean``, ``controls_cov``, ``n``) with its
+    controls at their exact means ``known`` (``montecarlo.controlled_mean``, the regression estimate; ``directions``:
+    on the combinations X W of the controls, ``montecarlo.project_controls``), or its plain mean without them."""
+    if known is None:
+        return e.controls_mean[..., 0], np.sqrt(e.controls_cov[..., 0, 0] / e.n), e.n - 1
+    mean, cov = e.controls_mean, e.controls_cov
+    if directions is not None:
+        mean, cov, known = mc.project_controls(mean, cov, known, directions)
+    return mc.controlled_mean(mean, cov, e.n, known)
+
+
+def control_row(claim: str, family: Family, what: str, ests: Sequence[Any], known: Sequence[np.ndarray],
+                source: str) -> Measurement:
+    """The controls' sample means of the estimates ``ests`` held to their exact means ``known`` (one array each),
+    every coordinate a point (t, n - 1 dof, n the smallest run): the controlled estimate no longer sees a defect that
+    moves a control at first order, this row does."""
+    se = [np.sqrt(np.diagonal(e.controls_cov, axis1=-2, axis2=-1)[..., 1:] / e.n).ravel() for e in ests]
+    n = min(e.n for e in ests)
+    return measurement(claim, family, what, "statistical", np.concatenate([e.controls_mean[..., 1:].ravel() for e in ests]),
+                       np.concatenate(se), np.concatenate([np.ravel(x) for x in known]), n, source=source,
+                       reference="t", dof=n - 1)
+
+
 # --- C1: incoherence -------------------------------------------------------------------------------------
+
+
+def short_paths(steps: int) -> int:
+    """Steps of the short run behind a curve of ``steps`` steps (0: none): steps // 8 from 16 steps on.  Its 8x the
+    paths give the curve's first points, where |c(n)| is largest and the row detects most: a path of n steps costs n,
+    so the short run costs what the long one does and resolves those points 2.8x better (as ``window_samples``)."""
+    return steps // 8 if steps >= 16 else 0
 
 
 @register("coherence", "C1", lambda family, **_: ("statistical", "statistical"),
           lambda family, **_: ops(family, "bilinear") | theory_route(family))
 def check_coherence(family: Family, rng: np.random.Generator, *, steps: int, samples: int, eps: float,
                     theory_samples: int) -> list[Measurement]:
-    """c(n) = E q^T A_n ... A_1 k for n = 1..steps (random q != k) against theory, and |c(steps)| <= eps."""
+    """c(n) = E q^T A_n ... A_1 k for n = 1..steps (random q != k) against theory, and |c(steps)| <= eps.  Points
+    n <= ``short_paths(steps)`` come from a run of that many steps with 8x the paths."""
     q, k = probe_pair(family.dim, rng)
     e = est.coherence(family, steps, samples, rng, q=q, k=k)
+    mean, se = e.mean[1:], e.stderr[1:]
+    short = short_paths(steps)
+    if short:
+        first = est.coherence(family, short, 8 * samples, rng, q=q, k=k)
+        mean, se = np.concatenate([first.mean[1:], mean[short:]]), np.concatenate([first.stderr[1:], se[short:]])
     p = prediction("coherence", family, rng=rng, samples=theory_samples, steps=steps, q=q, k=k)
-    return [measurement("C1", family, f"c(n) = E q'A_n..A_1 k, n=1..{steps} (q != k)", "statistical", e.mean[1:],
-                        e.stderr[1:], np.asarray(p.value)[1:], e.n, pred_stderr=np.asarray(p.stderr)[1:], source=p.source,
+    return [measurement("C1", family, f"c(n) = E q'A_n..A_1 k, n=1..{steps} (q != k"
+                        f"{f'; n <= {short} from 8x the paths' if short else ''})", "statistical", mean, se,
+                        np.asarray(p.value)[1:], e.n, pred_stderr=np.asarray(p.stderr)[1:], source=p.source,
                         **reference_for(p)),
             measurement("C1", family, f"|c({steps})| <= {eps} (decayed)", "statistical", abs(e.mean[-1]), e.stderr[-1],
                         eps, e.n, side="upper", source="claim")]
@@ -231,9 +297,10 @@ def check_window_bias(family: Family, rng: np.random.Generator, *, context: int,
 def check_transfer(family: Family, rng: np.random.Generator, *, train: int, evaluate: int, samples: int,
                    theory_samples: int) -> list[Measurement]:
     """c_T(Delta), Delta < train, at T = train against theory, and the same profile at T = evaluate minus it (random
-    q != k: the row is read through the transposed transport)."""
+    q != k: the row is read through the transposed transport).  The short profile from ``window_samples`` paths (8x
+    at T = evaluate / 16: a path of T steps costs T, so they cost half the long set and resolve c_T 2.8x better)."""
     q, k = probe_pair(family.dim, rng)
-    short = est.offset_profile(family, train, samples, rng, q=q, k=k)
+    short = est.offset_profile(family, train, window_samples(samples, train, evaluate), rng, q=q, k=k)
     long = est.offset_profile(family, evaluate, samples, rng, q=q, k=k)
     p = prediction("coherence", family, rng=rng, samples=theory_samples, steps=train - 1, q=q, k=k)
     diff_se = np.hypot(short.stderr, long.stderr[:train])
@@ -242,7 +309,7 @@ def check_transfer(family: Family, rng: np.random.Generator, *, train: int, eval
                         short.stderr[keep], np.asarray(p.value)[keep], short.n, pred_stderr=np.asarray(p.stderr)[keep],
                         source=p.source, **reference_for(p)),
             measurement("C3", family, f"profile at T={evaluate} minus at T={train}, Delta<{train}", "statistical",
-                        (long.mean[:train] - short.mean)[keep], diff_se[keep], 0.0, short.n, source="claim",
+                        (long.mean[:train] - short.mean)[keep], diff_se[keep], 0.0, long.n, source="claim",
                         effect_scale=float(np.max(np.abs(np.asarray(p.value)[keep]))))]
 
 
@@ -259,181 +326,45 @@ def check_score_gap(family: Family, rng: np.random.Generator, *, offset: int, sa
 
 
 def lag_means(scores: np.ndarray, offsets: Sequence[int]) -> np.ndarray:
-    """Per sequence and lag, the mean of s_{i, i-Delta}^2 over the queries i >= Delta: (batch, len(offsets)) from
-    all-pairs scores (batch, T, T)."""
+    """Per sequence and lag, the means of s_{i, i-Delta}^2 and of s_{i, i-Delta} over the queries i >= Delta:
+    (batch, len(offsets), 2) from all-pairs scores (batch, T, T)."""
     t = scores.shape[1]
-    return np.stack([np.mean(scores[:, np.arange(o, t), np.arange(0, t - o)] ** 2, axis=1) for o in offsets], axis=1)
+    lags = [scores[:, np.arange(o, t), np.arange(0, t - o)] for o in offsets]
+    return np.stack([np.stack([np.mean(s * s, axis=1), np.mean(s, axis=1)], axis=-1) for s in lags], axis=1)
 
 
-@register("scores-far-variance", "C4", lambda family, **_: ("statistical",),
-          lambda family, **_: ops(family, "scores") | theory_route(family))
+def _scores_kinds(family: Family, **_) -> tuple[str, ...]:
+    return ("statistical",) + (("statistical",) if known_controls(controls.coherence_at, family, [1]) is not None else ())
+
+
+@register("scores-far-variance", "C4", _scores_kinds, lambda family, **_: ops(family, "scores") | theory_route(family))
 def check_scores_far_variance(family: Family, rng: np.random.Generator, *, length: int, offsets: Sequence[int],
                               sequences: int, theory_samples: int) -> list[Measurement]:
     """Through the all-pairs ``scores`` fast path: d E[s_{i, i-Delta}^2] at each lag Delta in ``offsets`` with q != k
     at every token, averaged over the queries i >= Delta of each long sequence; standard errors from the spread of
-    the per-sequence means (t with sequences - 1 dof).  Prediction: the family's far second moment for (q, k) at each
-    lag (short lags see an error of the one-step law before it decays)."""
+    the per-sequence means.  Prediction: the family's far second moment for (q, k) at each lag (short lags see an
+    error of the one-step law before it decays).
+
+    Control variate: the per-sequence mean of s_{i, i-Delta} itself, whose exact mean is the coherence c(Delta)
+    (``theory.controls.coherence_at``): at a short lag s is concentrated near c(Delta), s^2 ~ c^2 + 2 c (s - c), and
+    the regression estimate (``montecarlo.controlled_mean``, t with sequences - 2 dof) removes that linear part
+    (R^2 ~ 0.97-0.99 at Delta = 1 for q.k ~ 0.9; none for Haar).  A second row holds the mean scores to c(Delta)."""
     q, k = probe_pair(family.dim, rng)
     qs, ks = np.broadcast_to(q, (length, family.dim)), np.broadcast_to(k, (length, family.dim))
-    per_seq = family.dim * np.concatenate([lag_means(family.sample(rng, length, b).scores(qs, ks), offsets)
-                                           for b in mc.batches(sequences, 4 * length * length)])
+    per_seq = np.concatenate([lag_means(family.sample(rng, length, b).scores(qs, ks), offsets)
+                              for b in mc.batches(sequences, 4 * length * length)]) * [family.dim, 1.0]
+    paths = PathMoments.of(per_seq)
+    known = known_controls(controls.coherence_at, family, offsets, q, k)
+    value, se, dof = controlled(paths, None if known is None else known[:, None])
     preds = [prediction("far-variance", family, rng=rng, samples=theory_samples, offset=o, q=q, k=k) for o in offsets]
-    return [measurement("C4", family, f"d E[s^2] at Delta={list(offsets)} from scores(), T={length}, q != k",
-                        "statistical", per_seq.mean(axis=0), per_seq.std(axis=0, ddof=1) / math.sqrt(sequences),
+    rows = [measurement("C4", family, f"d E[s^2] at Delta={list(offsets)} from scores(), T={length}, q != k"
+                        f"{'' if known is None else ' (control: mean s)'}", "statistical", value, se,
                         [p.value for p in preds], sequences, pred_stderr=[p.stderr for p in preds],
-                        source=preds[0].source, **reference_for(preds[0], sequences - 1))]
-
-
-# --- C5: far mass, the bound, ALiBi ----------------------------------------------------------------------
-
-
-def _has_far_mass(family: Family) -> bool:
-    if mixing_estimable(family):
-        return True
-    try:
-        prediction("far-mass", family, far_sizes=[1], s0=1.0)
-    except (NoClosedForm, NotImplementedError):
-        return False
-    return True
-
-
-def _far_mass_kinds(family: Family, **_) -> tuple[str, ...]:
-    return ("bound", "statistical", "statistical") if _has_far_mass(family) else ("bound",)
-
-
-@register("far-mass", "C5", _far_mass_kinds, lambda family, **_: far_score_ops(family) | theory_route(family))
-def check_far_mass(family: Family, rng: np.random.Generator, *, far_sizes: Sequence[int], s0: float,
-                   samples: int, theory_samples: int = 20_000) -> list[Measurement]:
-    """Near weight under the norm bound 1/(1 + N e^{-2 s0}) (a sanity row: it holds sample by sample for steps
-    of norm <= 1); where the theory has it, the far mass E sum e^{s - s0} on the log scale (t, n - 1 dof) and
-    the Jensen bound E w >= 1/(1 + E M) one-sided.  An estimated far mass (``theory.farmass``, mixing orthogonal
-    steps) uses ``theory_samples`` paths and enters with its own standard error.  Unit probes q != k (random)."""
-    q, k = probe_pair(family.dim, rng)
-    e = est.near_weight(family, far_sizes, s0, samples, rng, q=q, k=k)
-    sizes = np.asarray(far_sizes)
-    rows = [measurement("C5", family, f"near weight <= 1/(1+N e^(-2 s0)), s0={s0}, N={list(far_sizes)}", "bound",
-                        e.mean, 0.0, far.lower_bound(sizes, s0), e.n, side="upper", floor=1e-12, source="bound")]
-    if _has_far_mass(family):
-        mass = prediction("far-mass", family, rng=rng, samples=theory_samples, far_sizes=sizes, s0=s0, q=q, k=k)
-        ref = reference_for(mass, e.n - 1)
-        jensen = "Jensen bound of the " + ("closed form" if not mass.samples else "estimated far mass")
-        top = np.asarray(mass.value)[-1]
-        rows.append(measurement("C5", family, f"far mass E sum e^(s-s0), N={list(far_sizes)} (log scale)",
-                                "statistical", e.far_mass, e.far_mass_stderr, mass.value, e.n,
-                                pred_stderr=mass.stderr, scale="log", source=mass.source, **ref))
-        rows.append(measurement("C5", family, f"near weight >= 1/(1 + E far mass) (Jensen), N={far_sizes[-1]}",
-                                "statistical", e.mean[-1], e.stderr[-1], 1.0 / (1.0 + top), e.n,
-                                pred_stderr=np.asarray(mass.stderr)[-1] / (1.0 + top) ** 2, side="lower",
-                                source=jensen, **ref))
+                        source=preds[0].source, **reference_for(preds[0], dof))]
+    if known is not None:
+        rows.append(control_row("C4", family, f"mean far score at Delta={list(offsets)} from scores() (the control) vs "
+                                "c(Delta)", [paths], [known], "controls' means (C1 coherence closed form)"))
     return rows
-
-
-def _alibi_kinds(family: Family, **_) -> tuple[str, ...]:
-    return ("exact",) if deterministic(family) else ("statistical",)
-
-
-@register("alibi", "C5", _alibi_kinds, lambda family, **_: far_score_ops(family) | theory_route(family))
-def check_alibi(family: Family, rng: np.random.Generator, *, far_sizes: Sequence[int], s0: float, slope: float,
-                samples: int) -> list[Measurement]:
-    """With the ALiBi bias -slope Delta the far mass converges (summable); measured against the theory's far
-    mass with the bias, two-sided on the log scale (exact for the deterministic NoPE baseline)."""
-    e = est.near_weight(family, far_sizes, s0, samples, rng, alibi_slope=slope)
-    mass = prediction("far-mass", family, far_sizes=np.asarray(far_sizes), s0=s0, slope=slope)
-    kind = _alibi_kinds(family)[0]
-    ref = {} if kind == "exact" else {"reference": "t", "dof": e.n - 1}
-    return [measurement("C5", family, f"ALiBi slope {slope}: far mass, N={list(far_sizes)} (log scale)", kind,
-                        e.far_mass, e.far_mass_stderr, mass.value, e.n, scale="log",
-                        floor=1e-9, source=mass.source, **ref)]
-
-
-@register("far-mass-engines", "C5", lambda family, **_: ("statistical",),
-          lambda family, **_: far_score_ops(family) | ops(family, "scores"))
-def check_far_mass_engines(family: Family, rng: np.random.Generator, *, far_size: int, s0: float,
-                           samples: int) -> list[Measurement]:
-    """The far mass M(N) = sum_{Delta=1}^N e^{s_Delta - s0} two ways: the streaming estimator (chunked
-    log-sum-exp over transported queries) and the last row of the all-pairs ``scores`` fast path on fresh
-    sequences of length N + 1.  Both estimate E M(N); their log-ratio is held to 0 (two-sample z, t with the
-    smaller sample's dof).  For families without a closed far mass this is C5's statistical row.  Unit q != k."""
-    q, k = probe_pair(family.dim, rng)
-    streamed = est.near_weight(family, [far_size], s0, samples, rng, chunk=max(1, far_size // 3), q=q, k=k)
-    length = far_size + 1
-    qs, ks = np.broadcast_to(q, (length, family.dim)), np.broadcast_to(k, (length, family.dim))
-    masses = np.concatenate([np.sum(np.exp(s0 * family.sample(rng, length, b).scores(qs, ks)[:, -1, :-1] - s0),
-                                    axis=1) for b in mc.batches(samples, 4 * length * length)])
-    return [measurement("C5", family, f"far mass at N={far_size}: streaming vs all-pairs scores() (log scale)",
-                        "statistical", streamed.far_mass[0], streamed.far_mass_stderr[0],
-                        masses.mean(), samples, pred_stderr=masses.std(ddof=1) / math.sqrt(samples), scale="log",
-                        reference="t", dof=samples - 1, source="second engine (scores fast path)")]
-
-
-def _far_logits(theta: np.ndarray, coef: np.ndarray, s0: float) -> np.ndarray:
-    """s0 q^T R(-Theta_Delta) k for Delta = 1..N from step angles theta (N, d/2) and plane coefficients
-    c_b = conj(z_qb) z_kb: s0 sum_b Re(c_b e^{-i Theta_b})."""
-    return s0 * (np.exp(-1j * np.cumsum(theta, axis=0)) @ coef).real
-
-
-@register("adversarial-so2", "C5", lambda family, **_: ("adversarial", "adversarial"))
-def check_adversarial(family: Family, rng: np.random.Generator, *, far_sizes: Sequence[int], s0: float,
-                      iterations: int, starts: int) -> list[Measurement]:
-    """C5 as stated: no choice of rotations keeps the near weight.  For each N, gradient ascent on the step
-    angles of an SO(2) sequence (``starts`` random starts, ``iterations`` Adam-like steps on
-    log sum_Delta e^{s_Delta}) minimises the far mass; the best sequence found is then run through the engine
-    (``AngleSteps.transposed().transport``) and its near weight held to the bound 1/(1 + N e^{-2 s0}).
-    The row passes when the best found obeys the bound at every N and decays with N; it reports how tight the
-    bound is (best found / bound)."""
-    d = family.dim
-    one = np.full(d, 1.0 / math.sqrt(d))
-    coef = np.conj(one[0::2] + 1j * one[1::2]) * (one[0::2] + 1j * one[1::2])
-    best = []
-    for n in far_sizes:
-        found = 0.0
-        for _ in range(starts):
-            theta = rng.uniform(-math.pi, math.pi, size=(n, d // 2))
-            m, v = np.zeros_like(theta), np.zeros_like(theta)
-            for it in range(1, iterations + 1):
-                cum = np.cumsum(theta, axis=0)
-                logits = s0 * (np.exp(-1j * cum) @ coef).real
-                w = np.exp(logits - logits.max())
-                w /= w.sum()
-                # d logits_Delta / d Theta_{Delta b} = s0 Im(c_b e^{-i Theta_b}); Theta_Delta = sum_{t <= Delta} theta_t
-                g_cum = w[:, None] * s0 * (coef[None, :] * np.exp(-1j * cum)).imag
-                grad = np.cumsum(g_cum[::-1], axis=0)[::-1]  # d/d theta_t = sum_{Delta >= t}
-                m = 0.9 * m + 0.1 * grad
-                v = 0.999 * v + 0.001 * grad**2
-                theta -= 0.05 * (m / (1 - 0.9**it)) / (np.sqrt(v / (1 - 0.999**it)) + 1e-12)
-            path = AngleSteps(theta[None]).transposed().transport(one)[0, 1:]
-            logits = s0 * path @ one
-            weight = 1.0 / (1.0 + np.exp(np.logaddexp.reduce(logits) - s0))
-            found = max(found, float(weight))
-        best.append(found)
-    best = np.array(best)
-    bound = far.lower_bound(np.asarray(far_sizes), s0)
-    return [measurement("C5", family, f"adversarial: best near weight found <= bound (measured/predicted: "
-                        f"tightness), N={list(far_sizes)}", "adversarial", best, 0.0, bound,
-                        starts, side="upper", floor=1e-12, source="bound"),
-            measurement("C5", family, "adversarial: best near weight found decays with N (largest step up)",
-                        "adversarial", np.max(np.diff(best)), 0.0, 0.0, starts, side="upper", floor=1e-12,
-                        source="claim")]
-
-
-# --- C6: value rotation ----------------------------------------------------------------------------------
-
-
-@register("values", "C6", lambda family, **_: ("statistical", "exact"),
-          lambda family, **_: ops(family, "values") | theory_route(family))
-def check_values(family: Family, rng: np.random.Generator, *, far_sizes: Sequence[int], samples: int,
-                 theory_samples: int) -> list[Measurement]:
-    """|r(N)|^2/|m|^2 with value rotation against theory (-> (1+rho)/((1-rho) N)); without value rotation the
-    residual is m itself, |r|^2/|m|^2 = 1 (the QK-only contrast, exact).  m is a random unit vector (not the
-    symmetric 1/sqrt(d))."""
-    m, _ = probe_pair(family.dim, rng)
-    e = est.far_residual(family, far_sizes, samples, rng, m=m)
-    p = prediction("far-residual", family, rng=rng, samples=theory_samples, far_sizes=np.asarray(far_sizes), m=m)
-    plain = est.far_residual(family, far_sizes[:1], 2, rng, value_rotation=False, m=m)
-    return [measurement("C6", family, f"|r(N)|^2/|m|^2 with value rotation, N={list(far_sizes)}", "statistical",
-                        e.mean, e.stderr, p.value, e.n, pred_stderr=p.stderr, source=p.source, **reference_for(p)),
-            measurement("C6", family, "QK-only contrast: |r|^2/|m|^2 = 1", "exact", plain.mean, 0.0, 1.0, plain.n,
-                        floor=1e-12, source="closed form")]
 
 
 # --- exact: fast paths against the plain reference -------------------------------------------------------

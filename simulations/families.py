@@ -21,6 +21,7 @@ nope             A_t = I (no transport; the ALiBi / NoPE baseline)
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Union, runtime_checkable
 
@@ -139,8 +140,9 @@ class SO2Accumulated(BuiltinFamily):
         self.angle_law().check_size(self.dim)
 
     def angle_law(self) -> AngleLaw:
-        """The angle law object (``simulations.laws``) with this family's parameters."""
-        return make_law(self.law, dataclasses.asdict(self))
+        """The angle law object (``simulations.laws``) with this family's parameters (built once per distinct family:
+        ``sample`` asks for it at every draw, and laws are frozen)."""
+        return _angle_law(self)
 
     @property
     def iid_steps(self) -> bool:
@@ -163,6 +165,12 @@ class SO2Accumulated(BuiltinFamily):
             raise ParamError(f"the torch backend draws rope and so2-accumulated with law in {{{', '.join(TORCH_LAWS)}}} "
                              f"only, got {self.name} ({self.law}); use numpy draws for it")
         return law.torch_sampler(self.dim, device, gen)
+
+
+@functools.lru_cache(maxsize=256)
+def _angle_law(family: SO2Accumulated) -> AngleLaw:
+    """``make_law`` for the family's law from its fields (a plain dict: ``dataclasses.asdict`` deep-copies)."""
+    return make_law(family.law, {f.name: getattr(family, f.name) for f in dataclasses.fields(family)})
 
 
 @param_dataclass

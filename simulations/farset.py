@@ -17,8 +17,9 @@ from .families import Family
 from .params import check_bool, check_int, field_error
 from .steps import accumulate_angle_values
 
-from .montecarlo import (ALIBI_SLOPE, MAX_FAR_SIZE, MAX_STEPS, S0, FarResidualEstimate, Moments, NearWeightEstimate,
-                         batches, check_budget, check_family, check_rng, check_samples, probe, step_form, stream_floats)
+from .montecarlo import (ALIBI_SLOPE, MAX_FAR_SIZE, MAX_STEPS, S0, CoMoments, FarResidualEstimate, Moments,
+                         NearWeightEstimate, batches, check_budget, check_family, check_rng, check_samples, probe, step_form,
+                         stream_floats)
 
 
 def _check_sizes(name: str, sizes: Sequence[int]) -> np.ndarray:
@@ -52,7 +53,9 @@ def near_weight(family: Family, far_sizes: Sequence[int], s0: float, n_samples: 
     The far sum is streamed over Delta in chunks with a running log-sum-exp (memory O(chunk), any N), and
     samples in batches folded into running moments (memory O(batch), any n_samples).  The estimate also holds the far
     mass M(N) = sum_Delta e^{s_Delta - s0} (an unbiased mean, E M = N E e^{s - s0} for stationary steps) and
-    its log.  Far scores come from ``_far_score_stream`` (one cos per plane and step for SO(2) steps).
+    its log.  Far scores come from ``_far_score_stream`` (one cos per plane and step for SO(2) steps).  Per N it also
+    keeps the paths' means and covariance of (M(N), sum_Delta x_Delta, sum_Delta x_Delta^2), x_Delta the unit far score
+    q^T A_i ... A_{i-Delta+1} k: controls whose exact means the theory knows (``montecarlo.controlled_mean``).
     device: None draws with ``rng``; "cpu" / "cuda" draws the angles with torch there (see ``coherence``).
     batch_floats: memory of one batch of samples in float64 numbers (default ``montecarlo.BATCH_BUDGET``).
     """
@@ -65,27 +68,31 @@ def near_weight(family: Family, far_sizes: Sequence[int], s0: float, n_samples: 
     # dependent steps (a Markov token source) are drawn in one piece per batch, so no chunk restarts the chain
     span = int(sizes[-1]) if not getattr(family, "iid_steps", True) else None
     next_scores = _score_source(family, rng, q, k, device, span)
-    weight, mass, log_mass = Moments(), Moments(), Moments()
+    weight, mass, log_mass, controls = Moments(), Moments(), Moments(), CoMoments()
     for b in batches(n_samples, stream_floats(step_form(family), d, span or chunk, int(sizes[-1])), budget):
         scores = next_scores(b)
-        lse, done, rows = None, 0, []
+        lse, done, rows, sums = None, 0, [], torch.zeros((2, b), dtype=torch.float64)
         for target in sizes:
             while done < target:
                 n = min(chunk, target - done)
-                logits = s0 * scores(n)
+                x = scores(n)
+                sums += torch.stack([x.sum(dim=1), (x * x).sum(dim=1)]).cpu()
+                logits = s0 * x
                 if alibi_slope:
                     logits -= alibi_slope * torch.arange(done + 1, done + n + 1, dtype=torch.float64, device=logits.device)
                 part = torch.logsumexp(logits, dim=1)
                 lse = part if lse is None else torch.logaddexp(lse, part)
                 done += n
-            rows.append(lse.cpu().numpy())
-        lm = np.array(rows).T - s0
+            rows.append(np.concatenate([lse.cpu().numpy()[None], sums.numpy()]))
+        lm = np.array([r[0] for r in rows]).T - s0
         weight.add(1.0 / (1.0 + np.exp(lm)))
         mass.add(np.exp(lm))
         log_mass.add(lm)
+        controls.add(np.stack([np.exp(lm), *(np.array([r[j] for r in rows]).T for j in (1, 2))], axis=-1))
     return NearWeightEstimate(
         weight.mean, weight.stderr(), weight.n, far_sizes=sizes, far_mass=mass.mean, far_mass_stderr=mass.stderr(),
-        log_far_mass=log_mass.mean, log_far_mass_stderr=log_mass.stderr(), s0=s0, alibi_slope=alibi_slope)
+        log_far_mass=log_mass.mean, log_far_mass_stderr=log_mass.stderr(), s0=s0, alibi_slope=alibi_slope,
+        controls_mean=controls.mean, controls_cov=controls.cov())
 
 
 def _score_source(family: Family, rng: np.random.Generator, q: np.ndarray, k: np.ndarray, device: str | None,
@@ -150,7 +157,9 @@ def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: 
     U_t = A_t (U_{t-1} + m), U_N = N r(N), streamed in chunks of steps and batches of samples (running
     moments).  Theory for SO(2) with real plane coherence rho: E|r|^2 / |m|^2 -> (1 + rho) / ((1 - rho) N).
     device: None draws with ``rng``; "cpu" / "cuda" draws the angles with torch there (see ``coherence``).
-    m: the value vector (default 1/sqrt(d)); batch_floats: memory of one batch (``near_weight``).
+    m: the value vector (default 1/sqrt(d)); batch_floats: memory of one batch (``near_weight``).  Per N it also keeps
+    the paths' means and covariance of (|r|^2 / |m|^2, r): the vector r is a control whose exact mean is
+    (1/N) sum_Delta E[P_Delta] m for i.i.d. steps (``montecarlo.controlled_mean``).
     """
     from . import backend_torch as bt
 
@@ -160,11 +169,11 @@ def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: 
     m, budget = probe("m", m, d), check_budget(batch_floats)
     dev = bt.check_device(device)
     draw = None if dev is None else bt.angle_sampler(family, dev, bt.torch_generator(rng, dev))
-    moments = Moments()
+    moments, controls = Moments(), CoMoments()
     for b in batches(n_samples, stream_floats(step_form(family), d, chunk, int(sizes[-1])), budget):
         u = np.zeros((b, d))
         done = 0
-        out = []
+        out, residuals = [], []
         for target in sizes:
             while done < target:
                 n = min(chunk, target - done)
@@ -176,5 +185,8 @@ def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: 
                     u = family.sample(rng, n, b).accumulate_values(u, m)
                 done += n
             out.append(np.sum((u / target) ** 2, axis=1) / float(m @ m))
+            residuals.append(u / target)
         moments.add(np.array(out).T)
-    return FarResidualEstimate(moments.mean, moments.stderr(), moments.n, far_sizes=sizes, value_rotation=value_rotation)
+        controls.add(np.concatenate([np.array(out).T[:, :, None], np.stack(residuals, axis=1)], axis=2))
+    return FarResidualEstimate(moments.mean, moments.stderr(), moments.n, far_sizes=sizes, value_rotation=value_rotation,
+                               controls_mean=controls.mean, controls_cov=controls.cov())

@@ -115,6 +115,11 @@ class NearWeightEstimate(Estimate):
     log_far_mass_stderr: np.ndarray
     s0: float
     alibi_slope: float
+    #: per N, the sample means (len, 3) and covariance (len, 3, 3; ddof 1) over the paths of (M(N), sum_Delta x_Delta,
+    #: sum_Delta x_Delta^2), x_Delta = q^T A_i ... A_{i-Delta+1} k the unit far score (before s0 and the ALiBi bias):
+    #: the far mass with two controls whose exact means are the coherence and far second moments (``controlled_mean``)
+    controls_mean: np.ndarray | None = None
+    controls_cov: np.ndarray | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -124,6 +129,11 @@ class FarResidualEstimate(Estimate):
 
     far_sizes: np.ndarray
     value_rotation: bool
+    #: per N, the sample means (len, 1 + d) and covariance (len, 1 + d, 1 + d; ddof 1) over the paths of
+    #: (|r(N)|^2 / |m|^2, r(N)): the residual with the d controls r(N), whose exact mean is (1/N) sum_Delta E[P_Delta] m
+    #: for i.i.d. steps (``controlled_mean``)
+    controls_mean: np.ndarray | None = None
+    controls_cov: np.ndarray | None = None
 
 
 def unit_probe(dim: int) -> np.ndarray:
@@ -268,6 +278,98 @@ class Moments:
     def stderr(self) -> Any:
         """sd / sqrt(n), the standard error of the mean."""
         return self.sd() / np.sqrt(self.n)
+
+
+@dataclass
+class CoMoments:
+    """Running count, mean and co-moment matrix C = sum (x - mean)(x - mean)^T of vector samples x (b, ..., p),
+    batch by batch in O(p^2) memory per leading index.
+
+    The pairwise merge of ``Moments`` with outer products (Chan, Golub & LeVeque 1979): for batches A and B,
+    delta = mean_b - mean_a, n = n_a + n_b,
+        mean = mean_a + delta n_b / n,    C = C_a + C_b + delta delta^T n_a n_b / n.
+    With one batch ``cov()`` equals numpy's covariance with ddof = 1 exactly."""
+
+    n: int = 0
+    mean: Any = 0.0
+    m2: Any = 0.0
+
+    def add(self, x: np.ndarray) -> None:
+        b = x.shape[0]
+        mean_b = x.mean(axis=0)
+        dev = x - mean_b
+        m2_b = np.einsum("b...i,b...j->...ij", dev, dev)
+        if self.n == 0:
+            self.n, self.mean, self.m2 = b, mean_b, m2_b
+            return
+        n = self.n + b
+        delta = mean_b - self.mean
+        self.mean = self.mean + delta * (b / n)
+        self.m2 = self.m2 + m2_b + delta[..., :, None] * delta[..., None, :] * (self.n * b / n)
+        self.n = n
+
+    def cov(self) -> Any:
+        """Sample covariance matrices, ddof = 1, (..., p, p)."""
+        return self.m2 / (self.n - 1)
+
+
+def controlled_mean(mean: np.ndarray, cov: np.ndarray, n: int, known: np.ndarray,
+                    coef: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+    """E[Y] by control variates: (value, standard error, degrees of freedom), over leading axes.
+
+    mean (..., 1 + p) and cov (..., 1 + p, 1 + p): sample means and covariance (ddof 1) over n paths of (Y, X), X p
+    controls whose exact means ``known`` (..., p) are known.
+
+    With ``coef`` b (..., p) given (a coefficient known in advance): Yhat = Ybar - b^T (Xbar - mu), exactly unbiased,
+    se^2 = Var(Y - b^T X) / n = (S_YY - 2 b^T S_XY + b^T S_XX b) / n, n - 1 dof.
+
+    Without: the regression estimator (least squares of Y on X, read at X = mu),
+        beta = S_XX^+ S_XY,    Yhat = Ybar - beta^T (Xbar - mu),
+        se^2 = s^2 (1/n + (Xbar - mu)^T ((n - 1) S_XX)^+ (Xbar - mu)),    s^2 = (S_YY - S_YX beta) (n - 1) / (n - r - 1),
+    S the sample covariances, r the rank of S_XX (eigenvalues above 1e-12 of its largest or of the largest squared
+    mean: a control without spread is left out), dof = n - r - 1.  Var(Yhat) = (1 - R^2) Var(Ybar) for large n, R the
+    multiple correlation of Y with X; the formula is exact under a normal linear model (t with n - r - 1 dof) and
+    valid for large n otherwise (Glynn & Szechtman 2002), with a bias of order r / n from estimating beta on the same
+    paths (small for a few controls and hundreds of paths; ``coef`` avoids it).  With every control deterministic
+    this is the plain mean, sd / sqrt(n)."""
+    mean, cov, known = np.asarray(mean, float), np.asarray(cov, float), np.asarray(known, float)
+    if known.shape != mean[..., 1:].shape:
+        raise ValueError(f"known means of shape {known.shape} for controls of shape {mean[..., 1:].shape}")
+    sxx, sxy, syy = cov[..., 1:, 1:], cov[..., 1:, 0], cov[..., 0, 0]
+    gap = mean[..., 1:] - known
+    if coef is not None:
+        b = np.broadcast_to(np.asarray(coef, float), gap.shape)
+        var = syy - 2 * np.einsum("...i,...i->...", b, sxy) + np.einsum("...i,...ij,...j->...", b, sxx, b)
+        return mean[..., 0] - np.einsum("...i,...i->...", b, gap), np.sqrt(np.maximum(var, 0.0) / n), n - 1
+    w, v = np.linalg.eigh(sxx)
+    scale = np.maximum(np.max(np.abs(w), axis=-1), np.max(mean[..., 1:] ** 2, axis=-1))[..., None]
+    keep = w > 1e-12 * scale
+    inv_w = np.where(keep, 1.0 / np.where(keep, w, 1.0), 0.0)
+    pinv = np.einsum("...ik,...k,...jk->...ij", v, inv_w, v)
+    rank = int(np.max(np.sum(keep, axis=-1))) if keep.size else 0
+    beta = np.einsum("...ij,...j->...i", pinv, sxy)
+    value = mean[..., 0] - np.einsum("...i,...i->...", beta, gap)
+    resid = np.maximum(syy - np.einsum("...i,...i->...", sxy, beta), 0.0) * (n - 1) / (n - rank - 1)
+    lever = np.einsum("...i,...ij,...j->...", gap, pinv, gap) / (n - 1)
+    return value, np.sqrt(resid * (1.0 / n + lever)), n - rank - 1
+
+
+def project_controls(mean: np.ndarray, cov: np.ndarray, known: np.ndarray,
+                     directions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, cov, known) of (Y, X W) from those of (Y, X), W = ``directions`` (..., p, q): fewer controls, each a
+    combination of the old ones (its exact mean mu W), for ``controlled_mean`` -- a regression on q << p controls has a
+    bias of order q / n instead of p / n.  (Y, X) -> (Y, X W) is linear: mean -> (Ybar, Xbar W),
+    cov -> [[S_YY, S_YX W], [W^T S_XY, W^T S_XX W]]."""
+    mean, cov, w = np.asarray(mean, float), np.asarray(cov, float), np.asarray(directions, float)
+    q = w.shape[-1]
+    lead = mean.shape[:-1]
+    full = np.zeros(lead + (1 + q, 1 + q))
+    full[..., 0, 0] = cov[..., 0, 0]
+    cross = np.einsum("...i,...iq->...q", cov[..., 0, 1:], w)
+    full[..., 0, 1:], full[..., 1:, 0] = cross, cross
+    full[..., 1:, 1:] = np.einsum("...ip,...ij,...jq->...pq", w, cov[..., 1:, 1:], w)
+    new_mean = np.concatenate([mean[..., :1], np.einsum("...i,...iq->...q", mean[..., 1:], w)], axis=-1)
+    return new_mean, full, np.einsum("...i,...iq->...q", np.asarray(known, float), w)
 
 
 def pooled_mean(sums: np.ndarray, squares: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:

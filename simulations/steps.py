@@ -19,6 +19,7 @@ every form supports through ``dense()``; a list of chunks of mixed forms takes i
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
@@ -51,6 +52,13 @@ def from_complex_planes(z: np.ndarray) -> np.ndarray:
     return out
 
 
+@functools.cache
+def leading_field(form: type) -> str:
+    """The name of a step form's first data field (its leading array; ClassVar settings are not fields), looked up
+    once per form (``dataclasses.fields`` is slow on a hot path)."""
+    return fields(form)[0].name
+
+
 class StepShape:
     """The shape of a step form: ``batch`` sequences of ``n_steps`` steps, each d x d with d = ``dim``, read from
     the form's first field, an array (batch, n_steps, d / DIMS_PER_ENTRY, ...).
@@ -64,7 +72,7 @@ class StepShape:
     MAX_DIM: ClassVar[int | None] = None
 
     def _leading(self) -> np.ndarray:
-        return getattr(self, fields(self)[0].name)
+        return getattr(self, leading_field(type(self)))
 
     @property
     def batch(self) -> int:

@@ -50,6 +50,7 @@ import numpy as np
 import scipy.special as sp
 
 from accum.simulations import reference
+from accum.simulations.montecarlo import controlled_mean
 
 from . import far, so2
 from ._common import NoClosedForm, as_sizes, plane_coefficients, probes
@@ -241,13 +242,17 @@ def stationary_term(s0: float, q: np.ndarray, k: np.ndarray, d: int) -> float:
 
 
 def mixing_far_mass(family: Any, rate: float, far_sizes: Any, s0: float, rng: np.random.Generator, samples: int,
-                    q: Any = None, k: Any = None, slope: float = 0.0) -> tuple[np.ndarray, np.ndarray, int]:
-    """(E M(N), its standard error, the paths) for a mixing orthogonal family whose coherence rate (the slowest
-    |eigenvalue| of E[A]) is ``rate`` (module docstring, 3; ``forms.ClosedForms.mixing_rate``).
+                    q: Any = None, k: Any = None, slope: float = 0.0,
+                    controls: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """(E M(N), its standard error, the paths, the standard error's dof) for a mixing orthogonal family whose coherence
+    rate (the slowest |eigenvalue| of E[A]) is ``rate`` (module docstring, 3; ``forms.ClosedForms.mixing_rate``).
 
     E M(N) = f(inf) sum_{Delta<=N} e^{-slope Delta} + E sum_{Delta <= min(N, D)} e^{-slope Delta} (g_Delta - f(inf)),
-    g_Delta = exp(s0 q^T P_Delta k - s0) on ``samples`` paths of D steps (``reference.transport``, batches of
-    at most 2e6 stored numbers); the standard error is that of the per-path transient sums."""
+    g_Delta = exp(s0 x_Delta - s0), x_Delta = q^T P_Delta k, on ``samples`` paths of D steps (``reference.transport``,
+    batches of at most 2e6 stored numbers); the standard error is that of the per-path transient sums (n - 1 dof).
+    ``controls`` = (E x_Delta, E x_Delta^2) for Delta = 1..D (the coherence and far second moment closed forms): the
+    transient is then the regression estimate with the per-path controls sum_{Delta <= min(N, D)} x_Delta and
+    x_Delta^2 (``simulations.montecarlo.controlled_mean``, n - 3 dof), as the measured far mass is."""
     sizes = as_sizes(far_sizes)
     d = int(family.dim)
     q, k = probes(d, q, k)
@@ -255,14 +260,25 @@ def mixing_far_mass(family: Any, rate: float, far_sizes: Any, s0: float, rng: np
     limit = stationary_term(s0, q, k, d)
     decay = np.exp(-slope * np.arange(1, lags + 1))
     cut = np.minimum(sizes, lags)
-    per_path = []
+    per_path, lin, sq = [], [], []
     batch = max(1, 2_000_000 // (lags * d * d))
     for start in range(0, samples, batch):
         b = min(batch, samples - start)
         path = reference.transport(np.asarray(family.sample(rng, lags, b).dense()), np.broadcast_to(k, (b, d)))
-        excess = (np.exp(s0 * (path[:, 1:] @ q) - s0) - limit) * decay
+        x = path[:, 1:] @ q
+        excess = (np.exp(s0 * x - s0) - limit) * decay
         cum = np.cumsum(excess, axis=1)
         per_path.append(cum[:, cut - 1])
+        lin.append(np.cumsum(x, axis=1)[:, cut - 1])
+        sq.append(np.cumsum(x * x, axis=1)[:, cut - 1])
     per_path = np.concatenate(per_path)
-    value = limit * far.alibi_far_mass(sizes, slope) + per_path.mean(axis=0)
-    return value, per_path.std(axis=0, ddof=1) / math.sqrt(samples), samples
+    if controls is None:
+        mean, se, dof = per_path.mean(axis=0), per_path.std(axis=0, ddof=1) / math.sqrt(samples), samples - 1
+    else:
+        data = np.stack([per_path, np.concatenate(lin), np.concatenate(sq)], axis=-1)  # (n, len, 3)
+        dev = data - data.mean(axis=0)
+        cov = np.einsum("nli,nlj->lij", dev, dev) / (samples - 1)
+        known = np.stack([np.cumsum(np.asarray(c, dtype=float)[:lags])[cut - 1] for c in controls], axis=-1)
+        mean, se, dof = controlled_mean(data.mean(axis=0), cov, samples, known)
+    value = limit * far.alibi_far_mass(sizes, slope) + mean
+    return value, se, samples, dof

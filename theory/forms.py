@@ -87,6 +87,11 @@ class ClosedForms:
     def far_variance(self, offset: int, q: Any = None, k: Any = None) -> float:
         raise self.missing("the far-score second moment")
 
+    def far_variance_curve(self, steps: int, q: Any = None, k: Any = None) -> np.ndarray:
+        """d E[s_t^2] for t = 0..steps, (steps+1,): ``far_variance`` lag by lag (forms that iterate an operator or have
+        it in closed form override this)."""
+        return np.array([self.far_variance(t, q, k) for t in range(steps + 1)], dtype=float)
+
     def far_mass(self, far_sizes: Any, s0: float, slope: float = 0.0, q: Any = None, k: Any = None) -> np.ndarray:
         raise self.missing("the far mass E exp(s0 q^T P k)")
 
@@ -137,6 +142,9 @@ class SO2Forms(ClosedForms):
     def far_variance(self, offset, q=None, k=None):
         q, k = probes(self.family.dim, q, k)
         return self.family.dim * so2.far_second_moment(self.angles(), offset, q, k)
+
+    def far_variance_curve(self, steps, q=None, k=None):
+        return self.family.dim * so2.far_second_moment_curve(self.angles(), steps, q, k)
 
     def far_mass(self, far_sizes, s0, slope=0.0, q=None, k=None):
         angles = self.angles()
@@ -225,6 +233,9 @@ class HouseholderForms(ClosedForms):
         q, k = probes(self.family.dim, q, k)
         return self.family.dim * householder.family_far_second_moment(self.family, offset, q, k)
 
+    def far_variance_curve(self, steps, q=None, k=None):
+        return self.family.dim * householder.family_far_second_moment_curve(self.family, steps, q, k)
+
     def far_mass(self, far_sizes, s0, slope=0.0, q=None, k=None):
         if self.family.w == "token" or self.family.dim < 3:
             raise self.missing("the far mass of token directions or d < 3")
@@ -285,6 +296,9 @@ class HaarForms(IsotropicForms):
             return d * float(q @ k) ** 2
         return float(q @ q) * float(k @ k)
 
+    def far_variance_curve(self, steps, q=None, k=None):
+        return np.array([self.far_variance(min(t, 1), q, k) for t in range(steps + 1)])  # constant after one step
+
     def far_mass(self, far_sizes, s0, slope=0.0, q=None, k=None):
         fam, sizes = self.family, as_sizes(far_sizes)
         q, k = probes(fam.dim, q, k)
@@ -305,6 +319,11 @@ class GivensForms(IsotropicForms):
         for _ in range(offset):
             vec = op @ vec
         return d * float(q @ vec.reshape(d, d) @ q)
+
+    def far_variance_curve(self, steps, q=None, k=None):
+        q, k = probes(self.family.dim, q, k)
+        op = groups.givens_pair_operator(self.family.dim, self.family.sigma)
+        return self.family.dim * householder.quadratic_curve(op, q, k, steps)
 
 
 class LieWalkForms(IsotropicForms):

@@ -161,6 +161,26 @@ def family_far_second_moment(family: Any, n: int, q: Any = None, k: Any = None) 
     return float(q @ vec.reshape(family.dim, family.dim) @ q)
 
 
+def family_far_second_moment_curve(family: Any, n: int, q: Any = None, k: Any = None) -> np.ndarray:
+    """``family_far_second_moment`` at every lag t = 0..n, (n+1,), the token pair operator applied once per lag."""
+    parts = family_parts(family)
+    q, k = probes(family.dim, q, k)
+    if parts["w"] == "sphere":
+        return np.asarray(far_second_moment(parts["beta"], parts["d"], np.arange(n + 1), q, k), dtype=float)
+    op = token_pair_operator(parts["beta"], parts["table"])
+    return quadratic_curve(op, q, k, n)
+
+
+def quadratic_curve(op: np.ndarray, q: np.ndarray, k: np.ndarray, n: int) -> np.ndarray:
+    """q^T S^t(k k^T) q for t = 0..n, S the pair operator ``op`` (d^2, d^2) acting on vec(X)."""
+    d = q.size
+    vec, out = np.outer(k, k).reshape(-1), np.empty(n + 1)
+    for t in range(n + 1):
+        out[t] = q @ vec.reshape(d, d) @ q
+        vec = op @ vec
+    return out
+
+
 # --- symbolic derivations --------------------------------------------------------------------------------
 
 

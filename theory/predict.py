@@ -195,11 +195,14 @@ def prediction(quantity: str, family: Any, *, rng: np.random.Generator | None = 
         if rng is None:
             raise ParamError("rng: required to estimate the far mass's transient (no closed form: " + reason + ")")
         count = moments.check_samples(moments.DEFAULT_SAMPLES if samples is None else samples, 1)
-        value, se, n = farmass.mixing_far_mass(family, closed_forms(family).mixing_rate(), options["far_sizes"],
-                                               options["s0"], rng, count,
-                                               options.get("q"), options.get("k"), options.get("slope", 0.0))
-        return Prediction(_plain(value), _plain(se), f"estimated: closed stationary part + transient from {n} paths",
-                          n, n - 1)
+        forms = closed_forms(family)
+        controls = transient_controls(forms, farmass.transient_lags(forms.mixing_rate()), options.get("q"), options.get("k"))
+        value, se, n, dof = farmass.mixing_far_mass(family, forms.mixing_rate(), options["far_sizes"], options["s0"], rng,
+                                                    count, options.get("q"), options.get("k"), options.get("slope", 0.0),
+                                                    controls)
+        how = "" if controls is None else " with controls"
+        return Prediction(_plain(value), _plain(se), f"estimated: closed stationary part + transient from {n} paths{how}",
+                          n, dof)
     if quantity not in moments.GENERIC:
         raise moments.no_generic_form(quantity)
     fn = functools.partial(moments.GENERIC[quantity], **options)
@@ -213,6 +216,17 @@ def prediction(quantity: str, family: Any, *, rng: np.random.Generator | None = 
     if rng is None:
         raise ParamError("rng: required to estimate the moment operators (no closed form: " + reason + ")")
     return estimated(quantity, family, rng=rng, samples=samples, **options)
+
+
+def transient_controls(forms: Any, lags: int, q: Any, k: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """(E x_Delta, E x_Delta^2) for Delta = 1..lags, x = q^T P_Delta k, from the family's coherence and far second moment
+    closed forms (the controls of ``farmass.mixing_far_mass``), or None where it has not both."""
+    try:
+        coherence = np.asarray(forms.coherence(lags, q, k), dtype=float)[1:]
+        second = np.asarray(forms.far_variance_curve(lags, q, k), dtype=float)[1:] / forms.family.dim
+    except NoClosedForm:
+        return None
+    return coherence, second
 
 
 def estimated(quantity: str, family: Any, *, rng: np.random.Generator, samples: int | None = None,

@@ -211,6 +211,34 @@ def far_second_moment(angles: PlaneAngles, n: int, q: Any = None, k: Any = None)
     return float(total / 2.0)
 
 
+def far_second_moment_curve(angles: PlaneAngles, n: int, q: Any = None, k: Any = None) -> np.ndarray:
+    """E[s_t^2] for t = 0..n, (n+1,): ``far_second_moment`` at every lag from one pass over the path characteristics.
+
+    Independent planes: sum_{b,b'} c_b c_b' J+_{bb'} = (sum_b c_b psi_b)^2 - sum_b c_b^2 psi_b^2 + sum_b c_b^2 psi_b(t; 2)
+    and sum_{b,b'} c_b conj(c_b') J-_{bb'} = |sum_b c_b psi_b|^2 - sum_b |c_b|^2 |psi_b|^2 + sum_b |c_b|^2 (diagonals
+    replaced), psi_b = psi_b(t; 1); token and fixed angles: ``pair_characteristics``' matrices at every t."""
+    q, k = probes(angles.dim, q, k)
+    c = plane_coefficients(q, k)
+    tokens = token_law(angles)
+    if tokens is not None or angles.omega is not None:
+        half = angles.dim // 2
+        if tokens is not None:
+            tab = tokens.table(angles.dim).T
+            pi, p = token_chain(tokens, half * half)
+            plus = np.moveaxis(chain_characteristic(pi, p, tab[:, None, :] + tab[None, :, :], n), -1, 0)
+            minus = np.moveaxis(chain_characteristic(pi, p, tab[:, None, :] - tab[None, :, :], n), -1, 0)
+        else:
+            t, om = np.arange(n + 1)[:, None, None], angles.omega
+            plus, minus = np.exp(1j * t * (om[:, None] + om[None, :])), np.exp(1j * t * (om[:, None] - om[None, :]))
+        total = np.einsum("b,c,tbc->t", c, c, plus).real + np.einsum("b,c,tbc->t", c, np.conj(c), minus).real
+        return total / 2.0
+    psi1, psi2 = path_characteristic(angles, n, 1), path_characteristic(angles, n, 2)
+    lin = psi1 @ c
+    plus = lin**2 - (psi1**2) @ (c**2) + psi2 @ (c**2)
+    minus = np.abs(lin) ** 2 - (np.abs(psi1) ** 2) @ (np.abs(c) ** 2) + np.sum(np.abs(c) ** 2)
+    return (plus.real + minus.real) / 2.0
+
+
 def far_second_moment_limit(q: Any, k: Any) -> float:
     """n -> infinity limit of E s^2 for independent non-lattice planes: sum_b |z_qb|^2 |z_kb|^2 / 2."""
     c = plane_coefficients(np.asarray(q, float), np.asarray(k, float))

@@ -121,8 +121,10 @@ def test_a_planted_defect_fails_the_whole_command(monkeypatch, capsys):
 
     defect = next(d for d in DEFECTS if d["name"] == "value rotation dropped")
     plant(monkeypatch, defect["target"], defect["old"], defect["new"])
-    monkeypatch.setattr(rp, "plan", lambda preset: [j for j in PLAN if j.claim in ("C6", "engine")])
-    monkeypatch.setattr(rp, "evidence_rows", lambda jobs: R)
+    part = [j for j in PLAN if j.claim in ("C6", "engine")]
+    for module in (rp, rep):  # report imports both by name: patched only in report_plan, the whole plan ran
+        monkeypatch.setattr(module, "plan", lambda preset: part)
+        monkeypatch.setattr(module, "evidence_rows", lambda jobs: R)
     assert cli.main(["verify", "--quick", "--workers", "1"]) == 1  # in this process, where the defect is planted
     out = capsys.readouterr().out
     assert "C6 FAIL" in out and "report FAIL" in out

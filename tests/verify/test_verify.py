@@ -378,7 +378,7 @@ def test_adversarial_search_reaches_the_bound_where_it_is_attainable():
     """The adversarial C5 row (best near weight found <= 1/(1 + N e^{-2 s0})) is evidence only if the search is
     strong: with N = 10 far tokens the angles can put every far score near -s0, and the search must find a near
     weight within 1% of the bound (it reaches 0.9998 of it), and never above it."""
-    from accum.claims import check_adversarial
+    from accum.adversarial import check_adversarial
     from accum.simulations.families import make_family
 
     fam = make_family("so2-accumulated", dim=16, mu=0.3)
