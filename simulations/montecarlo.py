@@ -244,32 +244,47 @@ def grouped_sums(draw: Callable[[int], np.ndarray], n_samples: int, per_sample: 
 
 
 @dataclass
-class Moments:
-    """Running count, mean and sum of squared deviations M2 of batches of samples (axis 0), in O(1) memory.
+class RunningMoments:
+    """Running count, mean and second-moment sum M2 of batches of samples (axis 0), in O(1) memory: the merge
+    shared by ``Moments`` (M2 elementwise) and ``CoMoments`` (M2 a matrix per leading index), each saying only how
+    its deviations multiply (``spread``).
 
     Batches merge by the pairwise update of Chan, Golub & LeVeque (1979): for A with (n_a, mean_a, M2_a)
     and B likewise, delta = mean_b - mean_a, n = n_a + n_b,
-        mean = mean_a + delta n_b / n,    M2 = M2_a + M2_b + delta^2 n_a n_b / n,
-    which keeps the accuracy of the two-pass formula (no E[x^2] - E[x]^2 cancellation).  With one batch it
-    equals numpy's mean and std(ddof=1) exactly.
+        mean = mean_a + delta n_b / n,    M2 = M2_a + M2_b + spread(delta) n_a n_b / n,
+    which keeps the accuracy of the two-pass formula (no E[x^2] - E[x]^2 cancellation).
     """
 
     n: int = 0
     mean: Any = 0.0
     m2: Any = 0.0
 
+    @staticmethod
+    def spread(dev: np.ndarray) -> np.ndarray:
+        """Sum over axis 0 of the deviations' products (a subclass's one piece of algebra)."""
+        raise NotImplementedError
+
     def add(self, x: np.ndarray) -> None:
         b = x.shape[0]
         mean_b = x.mean(axis=0)
-        m2_b = ((x - mean_b) ** 2).sum(axis=0)
+        m2_b = self.spread(x - mean_b)
         if self.n == 0:
             self.n, self.mean, self.m2 = b, mean_b, m2_b
             return
         n = self.n + b
         delta = mean_b - self.mean
         self.mean = self.mean + delta * (b / n)
-        self.m2 = self.m2 + m2_b + delta**2 * (self.n * b / n)
+        self.m2 = self.m2 + m2_b + self.spread(delta[None]) * (self.n * b / n)
         self.n = n
+
+
+class Moments(RunningMoments):
+    """Running moments of scalar (or elementwise) samples: spread = sum of squares.  With one batch it equals
+    numpy's mean and std(ddof=1) exactly."""
+
+    @staticmethod
+    def spread(dev: np.ndarray) -> np.ndarray:
+        return (dev**2).sum(axis=0)
 
     def sd(self) -> Any:
         """Sample standard deviation, ddof = 1."""
@@ -280,33 +295,14 @@ class Moments:
         return self.sd() / np.sqrt(self.n)
 
 
-@dataclass
-class CoMoments:
-    """Running count, mean and co-moment matrix C = sum (x - mean)(x - mean)^T of vector samples x (b, ..., p),
-    batch by batch in O(p^2) memory per leading index.
+class CoMoments(RunningMoments):
+    """Running moments of vector samples x (b, ..., p): spread = sum of outer products, so M2 is the co-moment
+    matrix C = sum (x - mean)(x - mean)^T per leading index, in O(p^2) memory.  With one batch ``cov()`` equals
+    numpy's covariance with ddof = 1 exactly."""
 
-    The pairwise merge of ``Moments`` with outer products (Chan, Golub & LeVeque 1979): for batches A and B,
-    delta = mean_b - mean_a, n = n_a + n_b,
-        mean = mean_a + delta n_b / n,    C = C_a + C_b + delta delta^T n_a n_b / n.
-    With one batch ``cov()`` equals numpy's covariance with ddof = 1 exactly."""
-
-    n: int = 0
-    mean: Any = 0.0
-    m2: Any = 0.0
-
-    def add(self, x: np.ndarray) -> None:
-        b = x.shape[0]
-        mean_b = x.mean(axis=0)
-        dev = x - mean_b
-        m2_b = np.einsum("b...i,b...j->...ij", dev, dev)
-        if self.n == 0:
-            self.n, self.mean, self.m2 = b, mean_b, m2_b
-            return
-        n = self.n + b
-        delta = mean_b - self.mean
-        self.mean = self.mean + delta * (b / n)
-        self.m2 = self.m2 + m2_b + delta[..., :, None] * delta[..., None, :] * (self.n * b / n)
-        self.n = n
+    @staticmethod
+    def spread(dev: np.ndarray) -> np.ndarray:
+        return np.einsum("b...i,b...j->...ij", dev, dev)
 
     def cov(self) -> Any:
         """Sample covariance matrices, ddof = 1, (..., p, p)."""
