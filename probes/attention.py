@@ -17,6 +17,10 @@ plus the per-query constant m_h (i - r).  A per-query constant changes no softma
 merge and in l^near - l (the band adds the same m_h (j - r)), so every quantity returned is exact; values are
 padded with a zero coordinate to the kernel's common head size and the padding dropped.
 
+PaTH (``path_attention``) splits the same way: the chunk's own keys through the scores of ``transforms.path_chunk``
+(explicit, causal), the cached keys k~_j (transported to token a - 1) through the fused kernel with the chunk's
+transported queries q_hat_i (s_ij = q_hat_i . k~_j), and the near band from both.
+
 ``fused`` is PyTorch's CPU flash-attention kernel (it returns the log-sum-exp); on other devices the plain
 softmax (``explicit``), which is also the reference the kernel is tested against.  No autograd: evaluation only.
 """
@@ -126,3 +130,54 @@ def far_mass_from_lse(lse_near: torch.Tensor, lse: torch.Tensor, n_prior: int, w
     i = torch.arange(n_prior, n_prior + lse.shape[-1], device=lse.device)
     far = -torch.expm1((lse_near - lse).double())
     return torch.where(i >= window, far, torch.zeros_like(far))
+
+
+def path_attention(scores: torch.Tensor, q_hat: torch.Tensor | None, prior: torch.Tensor, values: torch.Tensor,
+                   need_weights: bool, far: int | None,
+                   ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """PaTH attention of queries i = a .. a+c-1 (a = prior keys) from ``transforms.path_chunk``'s results.
+
+    scores (B, H, c, c): s_ir to the chunk's keys (r <= i; the rest masked here); q_hat (B, H, c, d) or None when
+    a = 0; prior (B, H, a, d): earlier keys transported to token a - 1; values (B, H, a + c, d).  With scale
+    1/sqrt(d), softmax over [q_hat prior^T, scores] (module docstring: blocks P and C, merged).  Returns y
+    (B, H, c, d); the weights (B, H, c, a + c) when ``need_weights`` (explicit softmax, the reference); the far
+    mass F_i = sum_{j <= i - far} a_ij (float64 (B, H, c)) when ``far`` is given, from ``path_near_logsumexp``.
+    """
+    n_prior, c, d = prior.shape[-2], scores.shape[-1], values.shape[-1]
+    scale = 1.0 / math.sqrt(d)
+    own = (scale * scores).masked_fill(torch.ones(c, c, dtype=torch.bool, device=scores.device).triu(1),
+                                       float("-inf"))
+    if need_weights:
+        full = own if not n_prior else torch.cat((scale * (q_hat @ prior.transpose(-1, -2)), own), dim=-1)
+        probs = torch.softmax(full, dim=-1)
+        return probs @ values, probs, None
+    top = own.amax(dim=-1, keepdim=True)  # finite: key i itself is never masked
+    e = torch.exp(own - top)
+    total = e.sum(dim=-1, keepdim=True)
+    parts = [((e @ values[..., n_prior:, :]) / total, (top + torch.log(total))[..., 0])]
+    if n_prior:
+        parts.append(fused(q_hat, prior, values[..., :n_prior, :], False, scale))
+    y, lse = merge(parts)
+    if far is None:
+        return y, None, None
+    lse_near = path_near_logsumexp(own, q_hat, prior, far, scale)
+    return y, None, far_mass_from_lse(lse_near, lse, n_prior, far)
+
+
+def path_near_logsumexp(own: torch.Tensor, q_hat: torch.Tensor | None, prior: torch.Tensor, window: int,
+                        scale: float) -> torch.Tensor:
+    """l_i^near = log sum_{i - window < j <= i} e^{s_ij} for PaTH queries i = a + r (a = prior keys): from the
+    chunk's scaled, causally masked scores ``own`` (B, H, c, c) the band u = r - window + 1 .. r (left-padded with
+    -inf, gathered: c x window), and from the last b = min(a, window - 1) cached keys j = a - b + v, v > r + b -
+    window, the scores scale q_hat_i . k~_j.  Returns (B, H, c); the same constant as ``path_attention``'s
+    log-sum-exp, so F = -expm1(l^near - l)."""
+    c = own.shape[-1]
+    r = torch.arange(c, device=own.device)[:, None]
+    padded = F.pad(own, (window - 1, 0), value=float("-inf"))
+    near = padded.gather(-1, (r + torch.arange(window, device=own.device)[None, :]).expand(*own.shape[:-1], window))
+    n_band = min(prior.shape[-2], window - 1)
+    if n_band:
+        band = scale * (q_hat @ prior[..., prior.shape[-2] - n_band:, :].transpose(-1, -2))
+        v = torch.arange(n_band, device=own.device)[None, :]
+        near = torch.cat((band.masked_fill(v <= r + n_band - window, float("-inf")), near), dim=-1)
+    return torch.logsumexp(near, dim=-1)

@@ -38,8 +38,8 @@ for an independent value walk; U[0, 1) draws for the random arms, the step angle
 Every forward pass continues from per-layer ``LayerState`` (keys already rotated / transported to the
 last processed token, values, accumulated angles, position, last token), so the same code is the parallel pass
 (empty state, all tokens), chunked evaluation (memory linear in length) and one-token cached decoding.
-Evaluation asks for the far attention mass per query (``far``) instead of the weights: then the angle, NoPE and
-ALiBi arms attend through ``probes.attention`` (fused kernel, log-sum-exps, no weight matrix).
+Evaluation asks for the far attention mass per query (``far``) instead of the weights: then every arm attends
+through ``probes.attention`` (fused kernel over the cached keys, log-sum-exps, no weight matrix over them).
 """
 
 from __future__ import annotations
@@ -369,28 +369,15 @@ class Attention(nn.Module):
     def _path_mix(self, x: torch.Tensor, q: torch.Tensor, k: torch.Tensor, values: torch.Tensor, state: LayerState,
                   need_weights: bool, far: int | None,
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """PaTH attention over blocks of ``path_block`` tokens; returns (y, transported keys, weights, far mass per
-        query (B, H, T) float64 when ``far`` is given: sum_{j <= i - far} a_ij)."""
-        cfg = self.cfg
+        """PaTH attention of the T new tokens (``transforms.path_chunk`` over blocks of ``path_block`` tokens, then
+        ``attention.path_attention``); returns (y, every key transported to the last token, weights, far mass
+        per query (B, H, T) float64 when ``far`` is given: sum_{j <= i - far} a_ij)."""
         w = F.normalize(self._split(self.w_up(self.w_down(x))), dim=-1)
         beta = 2.0 * torch.sigmoid(self.beta(x)).transpose(1, 2)
-        keys, outs, rows, fars = state.keys, [], [], []
-        n0, t = state.n, x.shape[1]
-        for a in range(0, t, cfg.path_block):
-            sl = slice(a, min(a + cfg.path_block, t))
-            scores, keys = tf.path_block(q[:, :, sl], k[:, :, sl], w[:, :, sl], beta[:, :, sl], keys)
-            c, n_seen = sl.stop - a, n0 + sl.stop
-            future = torch.ones(c, n_seen, dtype=torch.bool, device=x.device).triu(n_seen - c + 1)
-            probs = torch.softmax(scores.masked_fill(future, float("-inf")) / math.sqrt(cfg.head_dim), dim=-1)
-            outs.append(probs @ values[:, :, :n_seen])
-            if need_weights:
-                rows.append(F.pad(probs, (0, n0 + t - n_seen)))
-            if far is not None:
-                qpos = torch.arange(n0 + a, n0 + sl.stop, device=x.device)[:, None]
-                far_keys = torch.arange(n_seen, device=x.device)[None, :] <= qpos - far
-                fars.append((probs.double() * far_keys).sum(-1))
-        weights = torch.cat(rows, dim=2) if need_weights else None
-        return torch.cat(outs, dim=2), keys, weights, torch.cat(fars, dim=2) if far is not None else None
+        scores, carried, q_hat, carry = tf.path_chunk(q, k, w, beta, self.cfg.path_block, state.n > 0)
+        keys = carried if carry is None else torch.cat((state.keys @ carry, carried), dim=2)
+        y, weights, far_mass = attention.path_attention(scores, q_hat, state.keys, values, need_weights, far)
+        return y, keys, weights, far_mass
 
 
 class Block(nn.Module):

@@ -27,6 +27,7 @@ The numpy engines in ``accum.simulations.steps`` are the fp64 references these a
 from __future__ import annotations
 
 import torch
+from torch.nn import functional as F
 
 from accum.simulations.conventions import rope_frequencies
 
@@ -114,6 +115,37 @@ def path_block(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor, beta: torch.Te
     keys = torch.cat((k_prior, k), dim=-2)
     scores = q @ keys.transpose(-1, -2) - torch.tril(q @ w.transpose(-1, -2)) @ x
     return scores, keys - x.transpose(-1, -2) @ w
+
+
+def path_chunk(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor, beta: torch.Tensor, block: int,
+               transport_prior: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """PaTH over one chunk of T tokens a..a+T-1, by ``path_block`` over its blocks of ``block`` tokens.
+
+    q, k, w: (..., T, d); beta: (..., T).  Returns
+
+        scores  (..., T, T)  s_ir = q_i^T A_i ... A_{r+1} k_r for chunk keys r <= i (entries r > i: the caller masks),
+        carried (..., T, d)  rows (A_{a+T-1} ... A_{r+1} k_r)^T: the chunk's keys transported to its last token,
+        q_hat   (..., T, d)  rows (A_a ... A_i q_i)^T, so that s_ij = q_hat_i . k~_j for every earlier key j < a
+                             already transported to token a - 1 (k~_j = A_{a-1} ... A_{j+1} k_j),
+        carry   (..., d, d)  V = (A_{a+T-1} ... A_a)^T: earlier keys reach the chunk's end as the rows k~_j^T V.
+
+    q_hat and carry (None unless ``transport_prior``) come from d virtual earlier keys e_1 .. e_d put through
+    ``path_block`` in place of the real ones: their scores are q_i^T A_i ... A_a e_m = q_hat_im and their carried
+    rows (A_{a+T-1} ... A_a e_m)^T are the rows of V.  So the N earlier keys are read once per chunk (one
+    (N, d) x (d, d) product) instead of being rewritten at every block: O(T (T + d) d + N d^2) a chunk.
+    """
+    t, d = q.shape[-2:]
+    n_virtual = d if transport_prior else 0
+    keys = torch.eye(d, dtype=q.dtype, device=q.device)[:n_virtual].expand(*q.shape[:-2], n_virtual, d)
+    rows = []
+    for a in range(0, t, block):
+        sl = slice(a, min(a + block, t))
+        scores, keys = path_block(q[..., sl, :], k[..., sl, :], w[..., sl, :], beta[..., sl], keys)
+        rows.append(F.pad(scores, (0, t - sl.stop)))
+    scores = torch.cat(rows, dim=-2)
+    if not transport_prior:
+        return scores, keys, None, None
+    return scores[..., n_virtual:], keys[..., n_virtual:, :], scores[..., :n_virtual], keys[..., :n_virtual, :]
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:

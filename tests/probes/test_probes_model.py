@@ -166,6 +166,35 @@ def test_path_scores_match_fp64_loop(t, d, block):
         assert torch.allclose(keys[j], carried, rtol=0, atol=1e-11)
 
 
+def transported(mats, vec, start, stop):
+    """A_{stop-1} ... A_start vec by explicit products."""
+    for s in range(start, stop):
+        vec = mats[s] @ vec
+    return vec
+
+
+@pytest.mark.parametrize("t,d,block,a", [(13, 6, 4, 4), (9, 3, 5, 7), (7, 5, 7, 1), (6, 4, 1, 3)])
+def test_path_chunk_matches_fp64_products(t, d, block, a):
+    """``tf.path_chunk`` on tokens a .. a+t-1 after a earlier tokens: the chunk's scores, its carried keys, and
+    q_hat . k~_j and k~_j^T V for the earlier keys, against explicit products of the dense steps."""
+    q, k, w, beta = random_path_inputs(a + t, d, seed=100 * t + 10 * d + block + a)
+    mats = dense_householder(w, beta)
+    ref = loop_scores(mats, q, k)
+    end = a + t
+    prior = torch.stack([transported(mats, k[j], j + 1, a) for j in range(a)])  # k~_j at token a - 1
+    scores, carried, q_hat, carry = tf.path_chunk(q[a:], k[a:], w[a:], beta[a:], block, True)
+    lower = torch.ones(t, t, dtype=torch.bool).tril()
+    assert torch.allclose(scores[lower], ref[a:, a:][lower], rtol=0, atol=1e-11)
+    assert torch.allclose(q_hat @ prior.T, ref[a:, :a], rtol=0, atol=1e-11)
+    want = torch.stack([transported(mats, k[j], j + 1, end) for j in range(end)])
+    assert torch.allclose(prior @ carry, want[:a], rtol=0, atol=1e-11)
+    assert torch.allclose(carried, want[a:], rtol=0, atol=1e-11)
+    plain = tf.path_chunk(q[a:], k[a:], w[a:], beta[a:], block, False)
+    assert plain[2] is None and plain[3] is None
+    assert torch.allclose(plain[0][lower], scores[lower], rtol=0, atol=1e-11)
+    assert torch.allclose(plain[1], carried, rtol=0, atol=1e-11)
+
+
 def test_path_scores_match_simulations_reference():
     q, k, w, beta = random_path_inputs(7, 5, seed=11)
     mats = HouseholderSteps(w[None].numpy(), beta[None].numpy()).dense()
