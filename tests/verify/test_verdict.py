@@ -17,7 +17,13 @@ Mutants of verdict.py that no input can tell apart from it (cosmic-ray's survivo
   rounding), so ``/ vb**2``, ``/ vb**3``, ``/ vb**1``, ``* vb**2``, ``** vb**2``, ``ub * vb``, ``ub / vb``,
   ``ub ** vb`` and ``sqrt(ub * vb)`` give one number;
 * in ``stderr_ratio``, ``x.shape[1] > 1`` -> ``!= 1`` and ``x.shape[0] == 1`` -> ``<= 1``: they differ only for an
-  array of no outputs or no replicates.
+  array of no outputs or no replicates; ``x.shape[1] > 1`` -> ``> 0`` or ``>= 1`` differ only for a (1, 1) array,
+  whose transpose is itself;
+* ``self.reference == "t"`` -> ``>= "t"`` in ``Measurement.__post_init__`` (the clause before it admits only
+  "normal" and "t", and "normal" sorts before "t"), ``m.side == "upper"`` -> ``>= "upper"`` in ``judge`` (the
+  other sides, "lower" and "two", sort before "upper");
+* in ``binomial_interval``, ``failures == 0`` -> ``<= 0`` and ``failures == runs`` -> ``>= runs``: they differ only
+  for counts outside 0 <= failures <= runs, which no caller makes.
 """
 
 from __future__ import annotations
@@ -150,6 +156,7 @@ def test_log_mde_is_k_times_the_relative_error():
 def test_only_statistical_rows_have_detectable_effects(kind):
     m = row(1.0, 2.0, 0.1, kind=kind)
     assert v.min_detectable_effect(m, 3.0) is None and v.absolute_detectable_effect(m, 3.0) is None
+    assert v.absolute_detectable_effect(row(0.1, 0.0, 0.01, kind=kind), 3.0) is None  # predicted 0: still none
 
 
 def test_a_row_predicted_zero_states_an_absolute_effect():
@@ -163,6 +170,12 @@ def test_absolute_effect_only_where_every_prediction_is_zero_on_the_linear_scale
     assert v.absolute_detectable_effect(row(0.1, 0.0, 0.01, scale="log"), 3.0) is None
     assert v.absolute_detectable_effect(row(0.1, 0.0, 0.01, effect_scale=2.0), 3.0) is None
     assert v.absolute_detectable_effect(row(0.1, 1e-12, 0.01), 3.0) == pytest.approx(0.03)  # |p| <= floor is 0
+
+
+def test_a_prediction_at_the_floor_is_zero_for_the_relative_effect_too():
+    """|p| = floor exactly is a prediction of 0 in both detectable effects (the docstrings' |p| <= floor)."""
+    assert v.min_detectable_effect(row(0.1, 1e-12, 0.01), 3.0) is None
+    assert v.absolute_detectable_effect(row(0.1, 1e-12, 0.01), 3.0) == pytest.approx(0.03)
 
 
 # --- judging ---------------------------------------------------------------------------------------------------
@@ -323,7 +336,8 @@ def test_stderr_ratio_of_one_output_and_of_wrong_errors():
 def test_binomial_interval_edges_and_level():
     assert v.binomial_interval(0, 10) == (0.0, pytest.approx(1 - 0.025 ** (1 / 10)))
     assert v.binomial_interval(10, 10) == (pytest.approx(0.025 ** (1 / 10)), 1.0)
-    assert v.binomial_interval(300, 300)[1] == 1.0 and v.binomial_interval(0, 300)[0] == 0.0  # beyond small ints
+    big, same = int("300"), int("300")  # two int objects beyond CPython's small-int cache (not one constant)
+    assert v.binomial_interval(big, same)[1] == 1.0 and v.binomial_interval(0, big)[0] == 0.0
     lo, hi = v.binomial_interval(3, 50, 0.9)
     assert lo == pytest.approx(sps.beta.ppf(0.05, 3, 48)) and hi == pytest.approx(sps.beta.ppf(0.95, 4, 47))
 
