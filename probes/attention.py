@@ -35,16 +35,28 @@ from torch.nn import functional as F
 FLASH_CPU = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 
 
+def mask_future(scores: torch.Tensor) -> torch.Tensor:
+    """Square scores (..., c, c) with -inf above the diagonal: query r sees keys 0..r."""
+    return scores.masked_fill(torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).triu(1),
+                              float("-inf"))
+
+
+def softmax_attention(scores: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(scores) v and the row log-sum-exps from one exp pass: with top_i = max_j s_ij (finite: every row
+    has a key), e = exp(s - top), out = (e v) / sum_j e, l = top + log sum_j e.  scores (..., c, n), v (..., n, d).
+    Returns ((..., c, d), (..., c))."""
+    top = scores.amax(dim=-1, keepdim=True)
+    e = torch.exp(scores - top)
+    total = e.sum(dim=-1, keepdim=True)
+    return (e @ v) / total, (top + torch.log(total))[..., 0]
+
+
 def explicit(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float,
              ) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(scale q k^T [+ causal mask]) v and the row log-sum-exps: q (..., c, d), k, v (..., n, d)
     (causal needs c = n: query r sees keys 0..r).  Returns ((..., c, d), (..., c))."""
     scores = scale * (q @ k.transpose(-1, -2))
-    if causal:
-        scores = scores.masked_fill(torch.ones(scores.shape[-2:], dtype=torch.bool, device=q.device).triu(1),
-                                    float("-inf"))
-    lse = torch.logsumexp(scores, dim=-1)
-    return torch.exp(scores - lse[..., None]) @ v, lse
+    return softmax_attention(mask_future(scores) if causal else scores, v)
 
 
 def fused(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float,
@@ -143,18 +155,14 @@ def path_attention(scores: torch.Tensor, q_hat: torch.Tensor | None, prior: torc
     (B, H, c, d); the weights (B, H, c, a + c) when ``need_weights`` (explicit softmax, the reference); the far
     mass F_i = sum_{j <= i - far} a_ij (float64 (B, H, c)) when ``far`` is given, from ``path_near_logsumexp``.
     """
-    n_prior, c, d = prior.shape[-2], scores.shape[-1], values.shape[-1]
+    n_prior, d = prior.shape[-2], values.shape[-1]
     scale = 1.0 / math.sqrt(d)
-    own = (scale * scores).masked_fill(torch.ones(c, c, dtype=torch.bool, device=scores.device).triu(1),
-                                       float("-inf"))
+    own = mask_future(scale * scores)
     if need_weights:
         full = own if not n_prior else torch.cat((scale * (q_hat @ prior.transpose(-1, -2)), own), dim=-1)
         probs = torch.softmax(full, dim=-1)
         return probs @ values, probs, None
-    top = own.amax(dim=-1, keepdim=True)  # finite: key i itself is never masked
-    e = torch.exp(own - top)
-    total = e.sum(dim=-1, keepdim=True)
-    parts = [((e @ values[..., n_prior:, :]) / total, (top + torch.log(total))[..., 0])]
+    parts = [softmax_attention(own, values[..., n_prior:, :])]
     if n_prior:
         parts.append(fused(q_hat, prior, values[..., :n_prior, :], False, scale))
     y, lse = merge(parts)
