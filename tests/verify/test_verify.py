@@ -13,7 +13,7 @@ import pytest
 from scipy import stats as sps
 
 from accum import cli
-from accum import calibration as cal, report as rep, report_format as fmt, report_plan as rp
+from accum import calibration as cal, report as rep, report_format as fmt, report_plan as rp, stderrs
 from accum.claims import CHECKS, deterministic
 from accum.verdict import (Measurement, binomial_interval, binomial_tail, claim_verdicts, judge, min_detectable_effect, stderr_ratio,
                            threshold, z_scores)
@@ -90,6 +90,16 @@ def test_quick_detects_a_1_percent_error_for_every_claim_and_family(quick_report
     assert len(best) >= 25
     assert {claim for claim, _ in best} == set(rp.CLAIMS)
     assert max(best.values()) <= 0.01, {key: v for key, v in best.items() if v > 0.01}
+
+
+def test_quick_standard_error_rows_fail_a_5_percent_error_with_95_percent_power(quick_report):
+    """Issue 31: each standard-error row (replicate spread / reported se, ``accum.stderrs``) fails a reported standard
+    error 5% too small or too large with probability >= 95% (``stderrs.power`` at the row's se and threshold)."""
+    _, report, _, _ = quick_report
+    rows = [r for r in report["rows"] if r["source"] == "replicates"]
+    assert {r["claim"] for r in rows} == set(stderrs.ESTIMATOR_CLAIMS.values())
+    weak = {r["what"]: stderrs.power(r["stderr"], r["k"], 0.05) for r in rows}
+    assert min(weak.values()) >= 0.95, weak
 
 
 def test_rope_window_is_a_contrast_never_a_finite_window_pass(quick_report):
