@@ -70,6 +70,7 @@ class Preset:
     transport_lags: tuple[int, ...]  #: route check: E[P_n k] and E[P_n' q] at these n (``accum.routechecks``)
     transport_samples: int  #: route check: sequences behind E[P_n k]
     pair_samples: int  #: route check: single steps behind the step form's pair operator
+    step_mean_samples: int  #: route check: single steps behind the sampler's E[A] (Hotelling's T^2)
     fast_path_length: int  #: fast paths against the fp64 reference: sequence length (odd)
     #: (check, family key of ``default_families``, factor): that family's sample count for that check is the
     #: preset's times the factor, for families whose rows resolve their closed form far better (or worse) per sample
@@ -88,7 +89,7 @@ QUICK = Preset(coherence_samples=10_000, steps=64, theory_samples=20_000, far_th
                far_samples=192, alibi_sizes=(10, 100, 1000), alibi_samples=6000, short_far_sizes=(10, 100, 1000),
                engines_far_size=600, engines_samples=64, adversarial_sizes=(10, 100, 1000), adversarial_iterations=100,
                residual_sizes=(10, 100, 1000), residual_samples=6000, se_replicates=8000, fast_path_length=37,
-               transport_lags=(1, 3), transport_samples=20_000, pair_samples=20_000,
+               transport_lags=(1, 3), transport_samples=20_000, pair_samples=20_000, step_mean_samples=20_000,
                family_factors=(("coherence", "haar", 2.0), ("coherence", "vonmises", 1.15), ("coherence", "lie-walk", 0.45),
                                ("coherence", "cauchy", 1.5),
                                ("transfer", "rope-uniform", 0.2), ("far-mass", "haar", 0.5),
@@ -114,7 +115,7 @@ PRESETS = {
                     window_samples=36_000, bias_samples=1024, transfer_samples=88_000, gap_samples=1_350_000, scores_sequences=15_400,
                     far_samples=768, alibi_samples=24_000, engines_samples=256, adversarial_iterations=300,
                     residual_samples=24_600, se_replicates=24_000, fast_path_length=61, transport_samples=200_000,
-                    pair_samples=200_000,
+                    pair_samples=200_000, step_mean_samples=80_000,
                     family_factors=(("coherence", "cauchy", 2.45), ("coherence", "haar", 3.8),
                                     ("coherence", "vonmises", 1.55), ("coherence", "lie-walk", 0.61),
                                     ("coherence", "token", 0.82), ("coherence", "givens", 0.5),
@@ -273,10 +274,10 @@ def plan(preset: Preset) -> list[Check]:
 
 
 def route_checks(p: Preset, fam: dict[str, Family]) -> list[Check]:
-    """The routes no claim's own row takes (``accum.routechecks``): each step form's transport, transpose and pair
-    operator (so2, householder, givens: the angle, Householder and dense forms) and the moment-operator theory held
+    """The routes no claim's own row takes (``accum.routechecks``): every random family's sampler through E[A]
+    (Hotelling's T^2 over all entries), each step form's transport, transpose and pair operator (so2, householder, givens: the angle, Householder and dense forms) and the moment-operator theory held
     to the built-ins' closed forms."""
-    jobs = []
+    jobs = [Check("step-mean", f, {"samples": p.step_mean_samples}) for f in fam.values() if not deterministic(f)]
     for key in ("so2", "householder", "givens"):
         jobs.append(Check("transport", fam[key], {"lags": p.transport_lags, "samples": p.transport_samples}))
         jobs.append(Check("pair-operator", fam[key], {"samples": p.pair_samples, "theory_samples": p.theory_samples}))

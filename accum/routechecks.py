@@ -12,6 +12,9 @@ Every row is statistical evidence for the claim whose quantity it measures, so a
   per-sample values <U, A_i V A_i^T> read at (U, V) = (q q^T, k k^T): d <qq^T, S(kk^T)> = d <T(qq^T), kk^T> =
   d mean_i (q^T A_i k)^2, each against the far second moment at lag 1 (``prediction("far-variance", offset=1)``).
   C4.
+* ``step-mean``: the sampler held to the family's law through its first moment: the mean of d x d one-step matrices
+  against the exact E[A], all entries at once by Hotelling's T^2 (``hotelling``), so a sampler that is off along
+  directions a random probe pair hardly sees (a few tokens never drawn) fails.  C1.
 * ``estimated-theory``: the prediction estimated from sampled moment operators (the route a user family takes)
   against the built-in's closed form: coherence (C1), far variance (C4) or far residual (C6), t with the
   jackknife's G - 1 degrees of freedom.
@@ -23,6 +26,7 @@ import math
 from typing import Sequence
 
 import numpy as np
+from scipy import stats as sps
 
 from accum.simulations import montecarlo as mc
 from accum.simulations.families import Family
@@ -68,6 +72,55 @@ def check_transport(family: Family, rng: np.random.Generator, *, lags: Sequence[
         rows.append(measurement("C1", family, f"transport: {what}, n={list(lags)}, every coordinate", "statistical",
                                 got.ravel(), se.ravel(), want.ravel(), samples, source="closed form (E[A] exact)"))
     return rows
+
+
+def hotelling(total: np.ndarray, outer: np.ndarray, n: int, rank_tol: float = 1e-10) -> tuple[float, int, float]:
+    """Hotelling's one-sample T^2 of n rows y_i (p,) against mean 0, from their sums ``total`` = sum_i y_i (p,) and
+    ``outer`` = sum_i y_i y_i' (p, p).
+
+    ybar = total / n, S = (outer - n ybar ybar') / (n - 1); with S = V diag(lambda) V' and the r directions where
+    lambda > rank_tol * max(lambda), T^2 = n sum_{j <= r} (v_j' ybar)^2 / lambda_j.  Under H0 (E[y] = 0) and normal
+    rows, (n - r) T^2 / (r (n - 1)) ~ F(r, n - r) (Hotelling 1931; asymptotically chi^2_r / r for any rows with
+    finite variance).  Along the other directions every row is the same number, so there ybar must be 0 up to
+    rounding.  Needs n > p rows (so a direction of no sample variance is one of no variance).  Returns (the
+    upper-tail p-value of T^2, r, the length of ybar's projection on the constant directions, 0 if none).
+    Centre the rows near their mean (y = x - predicted mean) so ``outer`` loses no digits."""
+    if n <= total.size:
+        raise ValueError(f"Hotelling's T^2 needs more rows ({n}) than coordinates ({total.size})")
+    ybar = total / n
+    cov = (outer - n * np.outer(ybar, ybar)) / (n - 1)
+    lam, vec = np.linalg.eigh((cov + cov.T) / 2)
+    varying = lam > rank_tol * max(lam.max(), 0.0)
+    proj = vec.T @ ybar
+    r = int(varying.sum())
+    t2 = n * float(np.sum(proj[varying] ** 2 / lam[varying]))
+    p_value = float(sps.f.sf((n - r) * t2 / (r * (n - 1)), r, n - r)) if r else 1.0
+    constant = float(np.linalg.norm(proj[~varying]))
+    return p_value, r, constant
+
+
+@register("step-mean", "C1", lambda family, **_: ("statistical", "exact"), lambda family, **_: theory_route(family))
+def check_step_mean(family: Family, rng: np.random.Generator, *, samples: int) -> list[Measurement]:
+    """``samples`` single steps A_i (dense d x d) against the exact E[A] (``closed_forms(family).step_mean``) by
+    Hotelling's T^2 over the d^2 entries (``hotelling``; rows y_i = vec(A_i - E[A])).  Statistical row: the normal
+    deviate z = Phi^{-1}(1 - p) of its p-value, held one-sided to 0 (a wrong E[A] or sampler makes T^2 large).
+    Exact row: along the directions in which every sampled step is the same (structural zeros, tied entries) the
+    mean must equal E[A] to rounding."""
+    d = family.dim
+    mean = closed_forms(family).step_mean().ravel()
+    total, outer, n = np.zeros(d * d), np.zeros((d * d, d * d)), 0
+    for b in mc.batches(samples, 2 * d * d):
+        y = family.sample(rng, 1, b).dense().reshape(b, d * d) - mean
+        total += y.sum(axis=0)
+        outer += y.T @ y
+        n += b
+    p_value, _, constant = hotelling(total, outer, n)
+    what = f"E[A] of one step, all {d}x{d} entries, vs the exact E[A]"
+    return [measurement("C1", family, f"{what}: Hotelling T^2 (z of its F p-value, {samples} steps)", "statistical",
+                        [sps.norm.isf(p_value)], [1.0], [0.0], n, side="upper",
+                        source="Hotelling T^2 against the closed-form E[A]"),
+            measurement("C1", family, f"{what}: along the directions in which every step is the same",
+                        "exact", [constant], [0.0], [0.0], n, floor=1e-9, source="closed form (E[A] exact)")]
 
 
 @register("pair-operator", "C4", lambda family, **_: ("statistical",),
