@@ -16,6 +16,7 @@ import numpy as np
 
 from accum.simulations.families import Family, family_name, family_params, make_family
 from accum.simulations.identity import config_words
+from accum.theory.forms import has_closed_forms
 
 from . import adversarial, farchecks, routechecks, stderrs  # noqa: F401  (register the C5/C6, adversarial, route and standard-error checks)
 from .claims import CHECKS, deterministic, label
@@ -294,12 +295,20 @@ def route_checks(p: Preset, fam: dict[str, Family]) -> list[Check]:
     return jobs
 
 
+#: largest dimension whose sampler the one-family report holds to E[A] (Hotelling's T^2 over d^2 entries: a d^2 x d^2
+#: covariance and its eigendecomposition, ~d^6 flops)
+STEP_MEAN_MAX_DIM = 32
+
+
 def plan_for_family(preset: Preset, family: Family, claims: set[str]) -> list[Check]:
-    """The report for one (e.g. user-defined) family: its checks for the claims that apply to it, and the
-    standard error of the coherence estimator on it."""
+    """The report for one (e.g. user-defined) family: its checks for the claims that apply to it, the standard
+    error of the coherence estimator on it and, for a random built-in family of d <= ``STEP_MEAN_MAX_DIM``, its
+    sampler against the exact E[A] (``routechecks.check_step_mean``; a user family has no exact E[A])."""
     jobs = family_checks(family, preset, claims)
     if "C1" in claims:
         jobs.append(Check("stderr", family, {"estimator": "coherence", "replicates": preset.se_replicates}))
+        if has_closed_forms(family) and not deterministic(family) and family.dim <= STEP_MEAN_MAX_DIM:
+            jobs.append(Check("step-mean", family, {"samples": preset.step_mean_samples}))
     return jobs
 
 

@@ -384,6 +384,22 @@ def test_a_user_family_is_verified_on_every_claim_that_applies(tmp_path, capsys)
     assert {r["claim"] for r in report["rows"] if r["counts_as_evidence"]} == set(rp.CLAIMS)
 
 
+def test_a_one_family_report_holds_a_random_built_in_sampler_to_its_exact_mean():
+    """``plan_for_family``: a random built-in family of d <= STEP_MEAN_MAX_DIM gets the step-mean row; a deterministic
+    one, one too large and a user family (no exact E[A]) do not."""
+    from accum.simulations.examples import SignedPermutation
+    from accum.simulations.families import make_family
+
+    def has_step_mean(family):
+        return any(j.check == "step-mean" for j in rp.plan_for_family(rp.QUICK, family, {"C1"}))
+
+    assert has_step_mean(make_family("householder", dim=16, w="token", vocab=40))
+    assert has_step_mean(make_family("givens", dim=rp.STEP_MEAN_MAX_DIM))
+    assert not has_step_mean(make_family("givens", dim=rp.STEP_MEAN_MAX_DIM + 2))
+    assert not has_step_mean(make_family("rope", dim=16))
+    assert not has_step_mean(SignedPermutation(dim=8))
+
+
 def test_adversarial_search_reaches_the_bound_where_it_is_attainable():
     """The adversarial C5 row (best near weight found <= 1/(1 + N e^{-2 s0})) is evidence only if the search is
     strong: with N = 10 far tokens the angles can put every far score near -s0, and the search must find a near
