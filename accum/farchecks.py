@@ -21,6 +21,10 @@ from .claims import (control_row, controlled, deterministic, far_score_ops, know
                      reference_for, register, theory_route)
 from .verdict import Measurement
 
+#: |m| of the value vector of the C6 rows: not 1, so a residual normalised by |m| where |m|^2 belongs (or not at all)
+#: shows; |r|^2 / |m|^2 and its controlled estimate do not depend on |m| (u scales with m)
+VALUE_NORM = 1.7
+
 
 # --- C5: far mass, the bound, ALiBi ----------------------------------------------------------------------
 
@@ -143,14 +147,14 @@ def check_values(family: Family, rng: np.random.Generator, *, far_sizes: Sequenc
                  theory_samples: int) -> list[Measurement]:
     """|r(N)|^2/|m|^2 with value rotation against theory (-> (1+rho)/((1-rho) N)); without value rotation the
     residual is m itself, |r|^2/|m|^2 = 1 (the QK-only contrast, exact).  m is a random unit vector (not the
-    symmetric 1/sqrt(d)); paths per N from ``residual_runs``.
+    symmetric 1/sqrt(d)) times ``VALUE_NORM``; paths per N from ``residual_runs``.
 
     Control variates: for i.i.d. steps mu = E r(N) = (1/N) sum_Delta E[A]^Delta m is known (``theory.controls``), and
     |r|^2 = |mu|^2 + 2 mu.(r - mu) + |r - mu|^2: the noise of the linear part lies along mu, so |r|^2 is the regression
     estimate on the one control mu.r (known mean |mu|^2; ``montecarlo.controlled_mean``, n - 2 dof; regressing on all d
     coordinates of r adds a bias of order d / n, and the fixed coefficient 2 mu misses the skew of |r - mu|^2 along
     mu, which made givens worse than no control).  A third row holds the mean of r to mu."""
-    m, _ = probe_pair(family.dim, rng)
+    m = VALUE_NORM * probe_pair(family.dim, rng)[0]
     known = known_controls(controls.mean_residual, family, list(far_sizes), m)
     p = prediction("far-residual", family, rng=rng, samples=theory_samples, far_sizes=np.asarray(far_sizes), m=m)
     runs = [(ns, est.far_residual(family, ns, n, rng, m=m)) for ns, n in residual_runs(far_sizes, samples)]
