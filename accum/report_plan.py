@@ -274,11 +274,23 @@ def plan(preset: Preset) -> list[Check]:
     return jobs
 
 
+#: largest dimension whose sampler a report holds to E[A] (Hotelling's T^2 over d^2 entries: a d^2 x d^2 covariance
+#: and its eigendecomposition, ~d^6 flops)
+STEP_MEAN_MAX_DIM = 32
+
+
+def has_exact_step_mean(family: Family) -> bool:
+    """Whether the step-mean check applies: random steps, an exact E[A] (the built-ins' closed forms; a user
+    family has none) and d <= ``STEP_MEAN_MAX_DIM``."""
+    return has_closed_forms(family) and not deterministic(family) and family.dim <= STEP_MEAN_MAX_DIM
+
+
 def route_checks(p: Preset, fam: dict[str, Family]) -> list[Check]:
     """The routes no claim's own row takes (``accum.routechecks``): every random family's sampler through E[A]
-    (Hotelling's T^2 over all entries), each step form's transport, transpose and pair operator (so2, householder, givens: the angle, Householder and dense forms) and the moment-operator theory held
-    to the built-ins' closed forms."""
-    jobs = [Check("step-mean", f, {"samples": p.step_mean_samples}) for f in fam.values() if not deterministic(f)]
+    (Hotelling's T^2 over all entries), each step form's transport, transpose and pair operator (so2, householder,
+    givens: the angle, Householder and dense forms) and the moment-operator theory held to the built-ins' closed
+    forms."""
+    jobs = [Check("step-mean", f, {"samples": p.step_mean_samples}) for f in fam.values() if has_exact_step_mean(f)]
     for key in ("so2", "householder", "givens"):
         jobs.append(Check("transport", fam[key], {"lags": p.transport_lags, "samples": p.transport_samples}))
         jobs.append(Check("pair-operator", fam[key], {"samples": p.pair_samples, "theory_samples": p.theory_samples}))
@@ -295,19 +307,14 @@ def route_checks(p: Preset, fam: dict[str, Family]) -> list[Check]:
     return jobs
 
 
-#: largest dimension whose sampler the one-family report holds to E[A] (Hotelling's T^2 over d^2 entries: a d^2 x d^2
-#: covariance and its eigendecomposition, ~d^6 flops)
-STEP_MEAN_MAX_DIM = 32
-
-
 def plan_for_family(preset: Preset, family: Family, claims: set[str]) -> list[Check]:
     """The report for one (e.g. user-defined) family: its checks for the claims that apply to it, the standard
-    error of the coherence estimator on it and, for a random built-in family of d <= ``STEP_MEAN_MAX_DIM``, its
-    sampler against the exact E[A] (``routechecks.check_step_mean``; a user family has no exact E[A])."""
+    error of the coherence estimator on it and, where ``has_exact_step_mean``, its sampler against the exact E[A]
+    (``routechecks.check_step_mean``)."""
     jobs = family_checks(family, preset, claims)
     if "C1" in claims:
         jobs.append(Check("stderr", family, {"estimator": "coherence", "replicates": preset.se_replicates}))
-        if has_closed_forms(family) and not deterministic(family) and family.dim <= STEP_MEAN_MAX_DIM:
+        if has_exact_step_mean(family):
             jobs.append(Check("step-mean", family, {"samples": preset.step_mean_samples}))
     return jobs
 

@@ -108,19 +108,18 @@ def check_step_mean(family: Family, rng: np.random.Generator, *, samples: int) -
     mean must equal E[A] to rounding."""
     d = family.dim
     mean = closed_forms(family).step_mean().ravel()
-    total, outer, n = np.zeros(d * d), np.zeros((d * d, d * d)), 0
+    total, outer = np.zeros(d * d), np.zeros((d * d, d * d))
     for b in mc.batches(samples, 2 * d * d):
         y = family.sample(rng, 1, b).dense().reshape(b, d * d) - mean
         total += y.sum(axis=0)
         outer += y.T @ y
-        n += b
-    p_value, _, constant = hotelling(total, outer, n)
+    p_value, _, constant = hotelling(total, outer, samples)
     what = f"E[A] of one step, all {d}x{d} entries, vs the exact E[A]"
     return [measurement("C1", family, f"{what}: Hotelling T^2 (z of its F p-value, {samples} steps)", "statistical",
-                        [sps.norm.isf(p_value)], [1.0], [0.0], n, side="upper",
+                        [sps.norm.isf(p_value)], [1.0], [0.0], samples, side="upper",
                         source="Hotelling T^2 against the closed-form E[A]"),
             measurement("C1", family, f"{what}: along the directions in which every step is the same",
-                        "exact", [constant], [0.0], [0.0], n, floor=1e-9, source="closed form (E[A] exact)")]
+                        "exact", [constant], [0.0], [0.0], samples, floor=1e-9, source="closed form (E[A] exact)")]
 
 
 @register("pair-operator", "C4", lambda family, **_: ("statistical",),
