@@ -328,21 +328,37 @@ def sweep_label(path: Path) -> str:
 
 
 def verdict_summary(sweep: dict, config: SweepConfig, label: str) -> str:
-    """One line per claim: its verdicts on all positions / the last segment, d and the interval, where the rule
-    stopped; headed by the sweep (``label``), the runs finished and asked for."""
+    """The verdict lines of one sweep, headed by the sweep (``label``) and the runs finished and asked for: first
+    the paper-form claims (``probes.paper``; d over all positions, its seed-and-text interval at the family-wise
+    level, where the rule stopped; the group headlines first), then the pre-registered claims (all positions / last
+    L_train segment)."""
     rows = config.verdicts(sweep["runs"])
     done = sum(len(r) for r in sweep["runs"].values())
     m = config.eval.multipliers[-1]
-    lines = [f"{label}: {done} runs finished, {len(sweep['missing'])} more asked for by the stopping rule. Verdicts at {m}x "
-             f"(all positions / last L_train segment; d, its interval, where the rule stopped):", ""]
-    for claim in dict.fromkeys(r["claim"] for r in rows):
-        cells = []
-        for r in (r for r in rows if r["claim"] == claim):
-            detail = f" (d = {r['mean']:.3f}, [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}], {stopped_text(r)})" \
-                if r.get("ci") else f" ({stopped_text(r)})" if "stopped" in r else ""
-            cells.append(f"**{r['verdict']}**{detail}")
+    lines = [f"{label}: {done} runs finished, {len(sweep['missing'])} more asked for by the stopping rule."]
+    paper_rows = [r for r in rows if r.get("form") == "paper"]
+    if paper_rows:
+        level = next(r["level"] for r in paper_rows if "level" in r)
+        lines += [f"Paper-form claims at {m}x (declared after the first look; one family-wise level over "
+                  f"{sum('level' in r for r in paper_rows)} rows, each interval at {100 * level:.4g}% over seeds and "
+                  "text; d, its interval, where the rule stopped):", ""]
+        lines += [f"- {r['claim']} ({r['statement']}): **{r['verdict']}**" for r in paper_rows if "level" not in r]
+        lines += [f"- {r['claim']}: **{r['verdict']}**{verdict_detail(r)}" for r in paper_rows if "level" in r]
+        lines.append("")
+    lines += [f"Pre-registered claims at {m}x (all positions / last L_train segment; d, its interval, where the rule "
+              "stopped):", ""]
+    pre = [r for r in rows if r.get("form") != "paper"]
+    for claim in dict.fromkeys(r["claim"] for r in pre):
+        cells = [f"**{r['verdict']}**{verdict_detail(r)}" for r in pre if r["claim"] == claim]
         lines.append(f"- {claim}: " + " / ".join(cells))
     return "\n".join(lines) + "\n"
+
+
+def verdict_detail(row: dict) -> str:
+    """" (d = ..., [lo, hi], where the rule stopped)" of a judged row; " (where it stopped)" without an interval."""
+    if row.get("ci"):
+        return f" (d = {row['mean']:.3f}, [{row['ci'][0]:.3f}, {row['ci'][1]:.3f}], {stopped_text(row)})"
+    return f" ({stopped_text(row)})" if "stopped" in row else ""
 
 
 def load_sweep(path: Path) -> tuple[dict, SweepConfig]:

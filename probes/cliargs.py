@@ -9,10 +9,10 @@ from pathlib import Path
 
 from accum.probes.bridge import BridgeConfig
 from accum.probes.evaluate import EvalConfig
-from accum.probes.model import ARMS, LEARNED_TOKENS
+from accum.probes.model import ARMS, INITS, LEARNED_TOKENS, OUTPUTS
 from accum.probes.presets import PRESETS
 from accum.probes.sweep import EVAL_RESULTS
-from accum.probes.train import TrainConfig
+from accum.probes.train import DECAYS, TrainConfig
 from accum.runtime import DEFAULT_THREADS
 from accum.simulations.params import float_option, integer_option
 
@@ -37,6 +37,9 @@ FIELD_HELP = {
     "family": "family arms: the angle family (a built-in name or module:Class)",
     "family_param": "family arms: the family's key=value parameters (dim is the head size)",
     "angle_weight_decay": "learned arms: the angle tables' weight decay (the author's code: 0.1)",
+    "init": "weight initialisation (small: N(0, 0.02); torch: PyTorch's defaults, embedding N(0, 1), the author's code)",
+    "output": "output layer (tied to the token embedding, or untied: its own matrix, the author's code)",
+    "decay": "parameters AdamW decays (matrices; all: every parameter, the author's one group)",
 }
 
 
@@ -45,7 +48,7 @@ def field_choices(name: str) -> tuple[str, ...] | None:
     from accum.probes.data import SOURCES, TOKENIZERS
 
     return {"arm": tuple(ARMS), "data_source": SOURCES, "tokenizer": TOKENIZERS,
-            "learned_token": LEARNED_TOKENS}.get(name)
+            "learned_token": LEARNED_TOKENS, "init": INITS, "output": OUTPUTS, "decay": DECAYS}.get(name)
 
 
 def preset_values(name: str, default) -> str:

@@ -68,6 +68,10 @@ NOISE_ARMS = (*RANDOM_ARMS, *FAMILY_ARMS)
 ARMS = ("nope", "rope", "alibi", *RANDOM_ARMS, *TOKEN_ARMS, "gain", *FAMILY_ARMS, "path")
 ANGLE_ARMS = ("rope", *RANDOM_ARMS, *TOKEN_ARMS, "gain", *FAMILY_ARMS)
 LEARNED_TOKENS = ("query", "key")
+#: weight initialisations (``ProbeModel.init_weights``): accum's small one, or PyTorch's defaults (the author's code)
+INITS = ("small", "torch")
+#: output layers: tied to the token embedding, or a separate linear map (the author's code)
+OUTPUTS = ("tied", "untied")
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,8 @@ class ModelConfig:
     arm: one of ``ARMS``.  d_model / n_heads must be even (SO(2) planes).  path_rank: rank of the PaTH
     w projection.  path_block: PaTH UT-transform block length (bounds the triangular solves' size).
     learned_token: "query" or "key" (module docstring; the learned arms).  family, family_param: the family
-    arms' family and its "key=value" parameters (``family_of``); empty for every other arm.
+    arms' family and its "key=value" parameters (``family_of``); empty for every other arm.  init: "small" or
+    "torch" (``ProbeModel.init_weights``).  output: "tied" (logits h E^T) or "untied" (a separate V x d_model map).
     """
 
     arm: str = "rope"
@@ -92,9 +97,14 @@ class ModelConfig:
     learned_token: str = "query"
     family: str = ""
     family_param: tuple[str, ...] = ()
+    init: str = "small"
+    output: str = "tied"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "family_param", tuple(self.family_param))
+        for name, allowed in (("init", INITS), ("output", OUTPUTS)):
+            if getattr(self, name) not in allowed:
+                raise field_error(name, f"must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         if self.arm not in ARMS:
             raise field_error("arm", f"must be one of {', '.join(ARMS)}, got {self.arm!r}")
         check_int("vocab_size", self.vocab_size, 2, 2**20)
@@ -399,7 +409,8 @@ class Block(nn.Module):
 
 
 class ProbeModel(nn.Module):
-    """Token embedding, ``n_layers`` blocks, final LayerNorm, tied output projection."""
+    """Token embedding, ``n_layers`` blocks, final LayerNorm, output projection (tied to the embedding, or its
+    own ``head`` when ``cfg.output`` is "untied")."""
 
     def __init__(self, cfg: ModelConfig, generator: torch.Generator) -> None:
         super().__init__()
@@ -407,18 +418,32 @@ class ProbeModel(nn.Module):
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(cfg.d_model)
-        self._init_weights(generator)
+        self.head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False) if cfg.output == "untied" else None
+        self.init_weights(generator)
 
-    def _init_weights(self, generator: torch.Generator) -> None:
-        """N(0, 0.02) weights, N(0, 0.02 / sqrt(2 L)) on residual outputs, zero biases, zero angle gains and
-        tables (so every learned-angle arm starts as RoPE)."""
+    def init_weights(self, generator: torch.Generator) -> None:
+        """Every parameter drawn from ``generator``.  Both schemes: LayerNorm gains 1 and biases 0; angle gains and
+        tables 0 (every learned-angle arm starts as RoPE).  "small" (GPT-2's): other biases 0, weights N(0, 0.02),
+        N(0, 0.02 / sqrt(2 n_layers)) on the residual outputs.  "torch" (PyTorch's defaults, the author's code): the
+        embedding N(0, 1), every other weight and bias of a layer with fan-in f U(-1/sqrt(f), 1/sqrt(f)) (nn.Linear's
+        kaiming_uniform with a = sqrt(5), and its bias rule)."""
         resid_std = 0.02 / math.sqrt(2 * self.cfg.n_layers)
+        modules = dict(self.named_modules())
         with torch.no_grad():
             for name, p in self.named_parameters():
-                if name.endswith(("angle_gain.weight", "angle_table.weight", "bias")):
+                owner = modules[name.rpartition(".")[0]]
+                if name.endswith(("angle_gain.weight", "angle_table.weight")) or (
+                        isinstance(owner, nn.LayerNorm) and name.endswith("bias")):
                     p.zero_()
-                elif "ln" in name.split(".")[-2]:
+                elif isinstance(owner, nn.LayerNorm):
                     p.fill_(1.0)
+                elif self.cfg.init == "torch" and isinstance(owner, nn.Embedding):
+                    p.copy_(torch.randn(p.shape, generator=generator, dtype=p.dtype))
+                elif self.cfg.init == "torch":
+                    bound = 1.0 / math.sqrt(owner.weight.shape[1])
+                    p.copy_((torch.rand(p.shape, generator=generator, dtype=p.dtype) * 2 - 1) * bound)
+                elif name.endswith("bias"):
+                    p.zero_()
                 else:
                     std = resid_std if name.endswith(("attn.out.weight", "mlp.2.weight")) else 0.02
                     p.copy_(torch.randn(p.shape, generator=generator, dtype=p.dtype) * std)
@@ -458,5 +483,6 @@ class ProbeModel(nn.Module):
             weights.append(a.weights)
             angles.append(a.step_angles)
             fars.append(a.far_mass)
-        logits = self.ln_f(x) @ self.embed.weight.T
+        h = self.ln_f(x)
+        logits = h @ self.embed.weight.T if self.head is None else self.head(h)
         return ModelOutput(logits, new_states, weights, angles, fars)

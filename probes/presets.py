@@ -12,7 +12,11 @@ analysis sizes); a field a preset leaves out takes the dataclass default.
   seeds 0..14 judged at 3, 6, 10, 15 paired seeds.  Sized from measured single-thread cost (probes/REPORT.md).
 * ``cpu-families``: the ``cpu`` sizes, two angle families that no built-in arm is, trained as ``family`` arms at
   seeds 0, 1, 2 (one look): the user family ``accum.simulations.examples:TwoPointAngles`` (theta = +-0.3) and
-  ``so2-accumulated`` with a von Mises law (mu = 0.3, kappa = 20).
+  ``so2-accumulated`` with a von Mises law (mu = 0.3, kappa = 20); and NoPE, the control of the paper-form
+  "rotation-only degrades" rows (the same runs as the ``cpu`` sweep's NoPE at seeds 0, 1, 2: same configs).
+* ``cpu-author``: the ``cpu`` sizes, one arm with the author's whole learned setup (``AUTHOR_SETUP``: key-side
+  token, one AdamW group with weight decay 0.1 on every parameter, PyTorch's initialisation with an N(0, 1)
+  embedding, an untied output layer), seeds 0..5 (one look at 6 seeds).
 * ``tiny``: a seconds-long design for tests and a first try (char tokens, 2 layers of width 32, 40 steps).
 * ``gpu``: paper-like, L_train 512 tokens, 6 layers of width 384 (6 heads), 250 steps of 32 x 512 tokens,
   evaluation at 1x .. 128x (65,536 tokens, the paper's setting).  NOT RUN yet (no GPU was available).
@@ -40,6 +44,10 @@ BUILTIN_ARMS = ("nope", "rope", "alibi", "random", "random_drift", "random_qkv",
                 "learned_qkv", "gain", "path")
 CPU_TRAIN = {"angle_lr_scale": 10.0, "val_fraction": 0.1}
 CPU_EVAL = {"multipliers": (1, 2, 4, 8, 16, 32, 64, 128, 256, 512), "n_tokens": 2 * 512 * 128, "chunk": 1024}
+#: the author's whole learned setup in one arm (probes/REPORT.md, "Departures"): the key-side token, the tables in the
+#: one AdamW group (the shared rate, weight decay 0.1 on every parameter), PyTorch's initialisation and an untied output
+AUTHOR_SETUP = {"learned_author_setup": {"arm": "learned", "learned_token": "key", "angle_lr_scale": 1.0,
+                                         "angle_weight_decay": 0.1, "decay": "all", "init": "torch", "output": "untied"}}
 FAMILY_VARIANTS = {
     "twopoint": {"arm": "family", "family": "accum.simulations.examples:TwoPointAngles", "family_param": ("a=0.3",)},
     "vonmises": {"arm": "family", "family": "so2-accumulated", "family_param": ("law=vonmises", "mu=0.3", "kappa=20")},
@@ -50,12 +58,17 @@ PRESETS: dict[str, dict[str, dict]] = {
         "train": CPU_TRAIN,
         "eval": CPU_EVAL,
         "sweep": {"arms": (*BUILTIN_ARMS, "random_qkv_indep", *AUTHOR_VARIANTS), "variants": AUTHOR_VARIANTS,
-                  "seeds": tuple(range(15)), "looks": (3, 6, 10, 15), "alpha": 0.05},
+                  "seeds": tuple(range(15)), "looks": (3, 6, 10, 15), "alpha": 0.05, "paper_looks": (6, 10, 15)},
     },
     "cpu-families": {
         "train": CPU_TRAIN,
         "eval": CPU_EVAL,
-        "sweep": {"arms": tuple(FAMILY_VARIANTS), "variants": FAMILY_VARIANTS, "seeds": (0, 1, 2)},
+        "sweep": {"arms": (*FAMILY_VARIANTS, "nope"), "variants": FAMILY_VARIANTS, "seeds": (0, 1, 2)},
+    },
+    "cpu-author": {
+        "train": CPU_TRAIN,
+        "eval": CPU_EVAL,
+        "sweep": {"arms": tuple(AUTHOR_SETUP), "variants": AUTHOR_SETUP, "seeds": tuple(range(6))},
     },
     "tiny": {
         "train": {"seq_len": 16, "batch_size": 4, "steps": 40, "warmup": 4, "d_model": 32, "n_heads": 2, "n_layers": 2,

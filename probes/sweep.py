@@ -28,7 +28,7 @@ from typing import Callable
 
 import torch
 
-from accum.probes import stats
+from accum.probes import paper, stats
 from accum.probes.analysis import analyse
 from accum.probes.data import TokenData, eval_windows, window_count
 from accum.probes.evaluate import EvalConfig, evaluate_lengths, last_segment_reference
@@ -99,16 +99,19 @@ def run_dir(out_dir: Path, arm: str, seed: int) -> Path:
 
 
 def run_summary(tres: dict, eres: dict) -> dict:
-    """What sweep.json keeps of one (arm, seed) run: per-multiplier perplexities and far mass, throughput, and the
-    machine it was trained on (``host`` of train.json's provenance; None where it does not say): a rerun on another
-    machine differs by its training, its evaluation only by roundoff."""
+    """What sweep.json keeps of one (arm, seed) run: per-multiplier perplexities and far mass, the text blocks of
+    the longest length (``paper.text_blocks``, from its segments and the 1x windows), throughput, and the machine it
+    was trained on (``host`` of train.json's provenance; None where it does not say): a rerun on another machine
+    differs by its training, its evaluation only by roundoff."""
     lengths = eres["lengths"]
+    longest = lengths[-1]
     analysis = eres["analysis"]
     heads_far = [f for layer in analysis["layers"] for f in layer["far_mass"]]
     return {"host": tres.get("provenance", {}).get("host"),
             "ppl": [r["ppl"] for r in lengths], "ppl_last_segment": [r["ppl_last_segment"] for r in lengths],
             "ppl_last_segment_1x": last_segment_reference(lengths),
             "far_mass": [r.get("far_mass_mean") for r in lengths], "final_train_loss": tres["final_train_loss"],
+            "text_blocks": paper.text_blocks(longest["segment_nll"], lengths[0]["window_nll"], longest["windows"]),
             "tokens_seen": tres["tokens_seen"], "train_seconds": tres["timings"]["train_seconds"],
             "tokens_per_second": tres["timings"]["tokens_per_second"],
             "eval_seconds": eres["seconds"], "n_params": tres["n_params"], "angle_spread": tres.get("angle_spread"),

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from accum.probes import stats
+from accum.probes import paper, stats
 from accum.probes.evaluate import MAX_MULTIPLIER, EvalConfig
 from accum.probes.io import json_text, read_json, write_if_changed
 from accum.probes.model import ARMS, FAMILY_ARMS, TOKEN_ARMS
@@ -38,7 +38,10 @@ class SweepConfig:
     looks: the sequential design's paired-seed counts n_1 < ... < n_K (``stats`` module docstring), each in
     [MIN_SEEDS, len(seeds)]; empty means one look at every seed (the fixed design).  alpha: the error budget
     the looks share (each look's interval has level 1 - alpha / K).  Runs are added only where a look asks
-    for them, so the seeds beyond the first look are candidates, run when a claim is still unresolved."""
+    for them, so the seeds beyond the first look are candidates, run when a claim is still unresolved.
+
+    paper_looks: the looks of the paper-form rows (``probes.paper``: one family-wise level alpha over all of them),
+    empty for the same looks as the pre-registered rows; a later start where they were declared after a look."""
 
     train: TrainConfig = TrainConfig()
     eval: EvalConfig = EvalConfig()
@@ -49,6 +52,7 @@ class SweepConfig:
     looks: tuple[int, ...] = ()
     alpha: float = 0.05
     variants: tuple[tuple[str, tuple[tuple[str, object], ...]], ...] = ()
+    paper_looks: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         check_variants(self.variants)
@@ -65,12 +69,16 @@ class SweepConfig:
             raise ParamError(f"{{n_tokens}} must be >= {MIN_EVAL_WINDOWS} x {{seq_len}} x the largest of {{multipliers}} = "
                              f"{MIN_EVAL_WINDOWS * longest} (>= {MIN_EVAL_WINDOWS} windows per length), got {self.eval.n_tokens}",
                              ("n_tokens", "seq_len", "multipliers"))
+        mult = list(self.eval.multipliers)
+        if mult[0] != 1 or mult != sorted(mult):
+            raise field_error("multipliers", f"a sweep's multipliers must start at 1 and increase (its ratios divide by "
+                              f"the 1x perplexity of the same tokens), got {mult}")
         check_analysis(self.analysis_multiplier, self.analysis_windows)
-        looks = self.plan_looks
-        if any(not isinstance(n, int) or isinstance(n, bool) for n in looks) or looks[0] < MIN_SEEDS \
-                or looks[-1] > len(self.seeds) or any(a >= b for a, b in zip(looks, looks[1:])):
-            raise field_error("looks", f"must be increasing integers in [{MIN_SEEDS}, {len(self.seeds)}] (the number of "
-                              f"seeds), got {list(self.looks)!r}")
+        for name, looks in (("looks", self.plan_looks), ("paper_looks", self.paper_plan_looks)):
+            if any(not isinstance(n, int) or isinstance(n, bool) for n in looks) or looks[0] < MIN_SEEDS \
+                    or looks[-1] > len(self.seeds) or any(a >= b for a, b in zip(looks, looks[1:])):
+                raise field_error(name, f"must be increasing integers in [{MIN_SEEDS}, {len(self.seeds)}] (the number "
+                                  f"of seeds), got {list(getattr(self, name))!r}")
         if not (isinstance(self.alpha, float) and 0.0 < self.alpha < 1.0):
             raise field_error("alpha", f"must be a number in (0, 1), got {self.alpha!r}")
         for arm in self.arms:
@@ -80,6 +88,11 @@ class SweepConfig:
     def plan_looks(self) -> tuple[int, ...]:
         """The looks in force: ``looks``, or one look at every seed when it is empty."""
         return tuple(self.looks) or (len(self.seeds),)
+
+    @property
+    def paper_plan_looks(self) -> tuple[int, ...]:
+        """The looks of the paper-form rows: ``paper_looks``, or the pre-registered rows' looks when it is empty."""
+        return tuple(self.paper_looks) or self.plan_looks
 
     @property
     def arm_specs(self) -> dict[str, dict]:
@@ -100,30 +113,40 @@ class SweepConfig:
                 "variants": {label: {k: list(v) if isinstance(v, tuple) else v for k, v in over}
                              for label, over in self.variants},
                 "seeds": list(self.seeds), "analysis_multiplier": self.analysis_multiplier,
-                "analysis_windows": self.analysis_windows, "looks": list(self.plan_looks), "alpha": self.alpha}
+                "analysis_windows": self.analysis_windows, "looks": list(self.plan_looks), "alpha": self.alpha,
+                "paper_looks": list(self.paper_plan_looks)}
 
     def claims(self) -> list[dict]:
-        """The claims this design judges (``stats.claim_definitions`` of its arms)."""
-        return stats.claim_definitions(self.arm_specs)
+        """The claims this design judges: the pre-registered ones (``stats.claim_definitions``), then the paper-form
+        ones (``paper.paper_claims``) of its arms."""
+        return stats.claim_definitions(self.arm_specs) + paper.paper_claims(self.arm_specs)
 
     def verdicts(self, runs: dict) -> list[dict]:
-        """``stats.verdicts`` of ``runs`` under this sweep's arms, seed order and looks."""
-        return stats.verdicts(runs, self.arm_specs, list(self.seeds), list(self.plan_looks), self.alpha)
+        """The pre-registered rows (``stats.verdicts`` under this sweep's looks and alpha per claim), then the
+        paper-form rows (``paper.verdicts`` under ``paper_plan_looks`` and one family-wise alpha)."""
+        seeds = list(self.seeds)
+        return (stats.verdicts(runs, self.arm_specs, seeds, list(self.plan_looks), self.alpha)
+                + paper.verdicts(runs, self.arm_specs, seeds, list(self.paper_plan_looks), self.alpha))
 
     def needed(self, runs: dict) -> set[tuple[str, int]]:
-        """The (arm, seed) runs the sequential rule asks for, given the finished ``runs``."""
-        return stats.needed_runs(self.verdicts(runs), self.arm_specs, list(self.seeds), list(self.plan_looks))
+        """The (arm, seed) runs the sequential rule asks for, given the finished ``runs``: those of the
+        pre-registered rows and those of the paper-form rows."""
+        rows, seeds = self.verdicts(runs), list(self.seeds)
+        pre = [r for r in rows if r.get("form") != "paper"]
+        return (stats.needed_runs(pre, self.arm_specs, seeds, list(self.plan_looks))
+                | paper.needed_runs([r for r in rows if r.get("form") == "paper"], self.arm_specs, seeds))
 
     @classmethod
     def from_dict(cls, d: dict) -> "SweepConfig":
         """The inverse of ``to_dict`` (sweep.json's "config"); the analysis sizes default to 4, the looks to one
-        look, alpha to 0.05 and the variants to none where absent."""
+        look, alpha to 0.05, the variants to none and the paper looks to the looks where absent."""
         variants = tuple((label, variant_items(over)) for label, over in d.get("variants", {}).items())
         return cls(train=TrainConfig.from_dict(d["train"]),
                    eval=EvalConfig(**{**d["eval"], "multipliers": tuple(d["eval"]["multipliers"])}),
                    arms=tuple(d["arms"]), seeds=tuple(d["seeds"]),
                    analysis_multiplier=d.get("analysis_multiplier", 4), analysis_windows=d.get("analysis_windows", 4),
-                   looks=tuple(d.get("looks", ())), alpha=d.get("alpha", 0.05), variants=variants)
+                   looks=tuple(d.get("looks", ())), alpha=d.get("alpha", 0.05), variants=variants,
+                   paper_looks=tuple(d.get("paper_looks", ())))
 
 
 def variant_items(overrides: dict) -> tuple[tuple[str, object], ...]:

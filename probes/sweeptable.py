@@ -47,9 +47,11 @@ def markdown_table(seq_len: int, multipliers: list[int], arms: dict, verdict_row
         lines += ["", "Learned angle spread per plane b = 0, 1, ... (radians: sd over token ids of pi tanh E[v]_b, "
                   "mean over layers, heads and seeds; 0 at init):", ""]
         lines += [f"- {arm}: " + ", ".join(f"{v:.3f}" for v in spread) for arm, spread in spreads.items()]
+    paper_rows = [r for r in verdict_rows if r.get("form") == "paper"]
+    verdict_rows = [r for r in verdict_rows if r.get("form") != "paper"]
     looks = next((r["looks"] for r in verdict_rows if "looks" in r), [])
     level = next((r["level"] for r in verdict_rows if "level" in r), 0.95)
-    lines += ["", f"Verdicts (t interval of level {100 * level:.4g}% over paired seeds of d, judged at "
+    lines += ["", f"Pre-registered verdicts (t interval of level {100 * level:.4g}% over paired seeds of d, judged at "
               f"{len(looks)} look(s) of {', '.join(map(str, looks))} seeds; rule in each row):", "",
               "| claim | metric | rule | seeds | d mean | interval | stopped | verdict |",
               "|---|---|---|---:|---:|---:|---|---|"]
@@ -60,8 +62,31 @@ def markdown_table(seq_len: int, multipliers: list[int], arms: dict, verdict_row
                          f"{_ci(r['ci'], 3)} | {stopped_text(r)} | {r['verdict']} |")
         else:
             lines.append(f"| **{r['claim']}** | {r['metric']} | {r['rule']} | | | | | **{r['verdict']}** |")
-    lines += ["", host_note(hosts, fragile)]
+    lines += ["", host_note(hosts, fragile)] + paper_table(paper_rows)
     return "\n".join(lines) + "\n"
+
+
+def paper_table(rows: list[dict]) -> list[str]:
+    """Lines of the paper-form verdicts (``probes.paper``): each row's d, its seed and text standard errors, the
+    interval at the rows' family-wise level, where the rule stands; then the group headlines."""
+    judged = [r for r in rows if "seeds" in r]
+    if not judged:
+        return []
+    r0 = judged[0]
+    alpha = len(judged) * len(r0["looks"]) * (1 - r0["level"])
+    lines = ["", f"Paper-form claims (declared after the first look; {len(judged)} rows, one family-wise level "
+             f"{alpha:.3g} split over rows and looks: each interval at {100 * r0['level']:.4g}%, judged at "
+             f"{', '.join(map(str, r0['looks']))} seeds; d over all positions at the longest length; interval over "
+             "seeds and text blocks, Satterthwaite df):", "",
+             "| claim | rule | seeds | d mean | se seed | se text | df | interval | stopped | verdict |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
+    for r in judged:
+        lines.append(f"| {r['claim']} | {r['rule']} | {len(r['seeds'])} | {_fmt(r['mean'], 3)} | "
+                     f"{_fmt(r.get('se_seed'), 3)} | {_fmt(r.get('se_text'), 3)} | {_fmt(r.get('df'), 1)} | "
+                     f"{_ci(r['ci'], 3)} | {stopped_text(r)} | {r['verdict']} |")
+    lines += [f"| **{r['claim']}** | {r['rule']} ({', '.join(r['arms'])}) | | | | | | | | **{r['verdict']}** |"
+              for r in rows if "seeds" not in r]
+    return lines
 
 
 #: the paper's one quoted number (its digest): random accumulated QKV rotations' perplexity rises 1.59x at 65,536
@@ -120,7 +145,7 @@ def check_summary(sweep: dict, cfg: SweepConfig) -> None:
     ``ResultError`` naming the field (``runs.rope.0.ppl[3]``).  Checked: ``seq_len`` and ``multipliers`` as in
     the config; ``runs`` keyed by the config's arms and seeds, each run summary with ``ppl`` and
     ``ppl_last_segment`` (one finite number > 0 per multiplier), ``far_mass`` (one number in [0, 1] or null
-    per multiplier), ``tokens_per_second`` (finite, > 0) and ``angle_spread`` (null or finite numbers, one
+    per multiplier), ``text_blocks`` (nll and ref: equally long lists of finite numbers > 0), ``tokens_per_second`` (finite, > 0) and ``angle_spread`` (null or finite numbers, one
     length per arm); ``missing`` exactly the [arm, seed] pairs of the config that ``runs`` lacks."""
     if sweep.get("seq_len") != cfg.train.seq_len:
         raise ResultError(f"seq_len must be config.train.seq_len = {cfg.train.seq_len}, got {sweep.get('seq_len')!r}")
@@ -156,6 +181,12 @@ def _check_run(run: object, field: str, n_mult: int) -> None:
     _check_numbers(run.get("far_mass"), f"{field}.far_mass", n_mult, "null or a number in [0, 1]",
                    lambda x: 0 <= x <= 1, nullable=True)
     _check_numbers([run.get("tokens_per_second")], f"{field}.tokens_per_second", 1, "a finite number > 0",
+                   lambda x: x > 0)
+    blocks = run.get("text_blocks")
+    if not isinstance(blocks, dict):
+        raise ResultError(f"{field}.text_blocks must be an object with nll and ref lists, got {str(blocks)[:80]}")
+    _check_numbers(blocks.get("nll"), f"{field}.text_blocks.nll", None, "a finite number > 0", lambda x: x > 0)
+    _check_numbers(blocks.get("ref"), f"{field}.text_blocks.ref", len(blocks["nll"]), "a finite number > 0",
                    lambda x: x > 0)
     spread = run.get("angle_spread")
     if spread is not None:

@@ -27,6 +27,9 @@ from accum.probes.io import provenance, read_json, write_atomic, write_json
 from accum.probes.model import TOKEN_ARMS, ModelConfig, ProbeModel
 from accum.simulations.params import ParamError, check_int, field_error
 
+#: which parameters AdamW decays (``make_optimizer``)
+DECAYS = ("matrices", "all")
+
 CHECKPOINT = "checkpoint.pt"
 WEIGHTS = "model.safetensors"
 RESULTS = "train.json"
@@ -62,6 +65,9 @@ class TrainConfig:
     family: str = ""
     family_param: tuple[str, ...] = ()
     angle_weight_decay: float = 0.0
+    init: str = "small"
+    output: str = "tied"
+    decay: str = "matrices"
     data_source: str = "auto"
     tokenizer: str = "bpe"
     bpe_vocab: int = 4096
@@ -78,6 +84,8 @@ class TrainConfig:
             check_int(name, getattr(self, name), low, high)
         if self.data_source not in SOURCES:
             raise field_error("data_source", f"must be one of {', '.join(SOURCES)}, got {self.data_source!r}")
+        if self.decay not in DECAYS:
+            raise field_error("decay", f"must be one of {', '.join(DECAYS)}, got {self.decay!r}")
         if self.tokenizer not in TOKENIZERS:
             raise field_error("tokenizer", f"must be one of {', '.join(TOKENIZERS)}, got {self.tokenizer!r}")
         check_bpe_vocab(self.bpe_vocab)
@@ -140,7 +148,8 @@ def build_model(cfg: TrainConfig, vocab_size: int) -> ProbeModel:
 
 
 def make_optimizer(model: ProbeModel, cfg: TrainConfig) -> torch.optim.AdamW:
-    """AdamW with weight decay ``weight_decay`` on matrices, none on LayerNorm and biases.
+    """AdamW with weight decay ``weight_decay`` on matrices, none on LayerNorm and biases (``decay`` "matrices"),
+    or on every parameter (``decay`` "all": the author's one group, LayerNorm, biases and embedding included).
 
     The learned arms' angle tables form their own group: rate ``angle_lr_scale`` times the schedule's (each group's
     ``lr_scale``; ``lr_at`` gives the schedule), weight decay ``angle_weight_decay`` (decay pulls every token's
@@ -149,8 +158,9 @@ def make_optimizer(model: ProbeModel, cfg: TrainConfig) -> torch.optim.AdamW:
     def is_table(name: str) -> bool:
         return "angle_table" in name
     named = list(model.named_parameters())
-    decay = [p for n, p in named if p.dim() >= 2 and not is_table(n)]
-    rest = [p for n, p in named if p.dim() < 2]
+    decayed = (lambda p: True) if cfg.decay == "all" else (lambda p: p.dim() >= 2)
+    decay = [p for n, p in named if decayed(p) and not is_table(n)]
+    rest = [p for n, p in named if not decayed(p) and not is_table(n)]
     tables = [p for n, p in named if is_table(n)]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay, "lr_scale": 1.0},
               {"params": rest, "weight_decay": 0.0, "lr_scale": 1.0}]

@@ -472,3 +472,57 @@ def test_token_tables_receive_gradients_only_for_seen_tokens(arm):
     model(idx).logits.square().mean().backward()
     grad = model.blocks[0].attn.angle_table.weight.grad
     assert grad[:4].abs().sum(-1).min() > 0 and torch.equal(grad[4:], torch.zeros_like(grad[4:]))
+
+
+def small_init_reference(model: ProbeModel, seed: int) -> dict[str, torch.Tensor]:
+    """accum's "small" initialisation written out by parameter name: zero biases, tables and gains, unit LayerNorm
+    gains, N(0, 0.02) weights (N(0, 0.02 / sqrt(2 n_layers)) on residual outputs), drawn in parameter order."""
+    gen, out = torch.Generator().manual_seed(seed), {}
+    for name, p in model.named_parameters():
+        if name.endswith(("bias", "angle_table.weight", "angle_gain.weight")):
+            out[name] = torch.zeros_like(p)
+        elif name.startswith("ln_f") or ".ln" in name:
+            out[name] = torch.ones_like(p)
+        else:
+            std = 0.02 / math.sqrt(2 * model.cfg.n_layers) if name.endswith(("attn.out.weight", "mlp.2.weight")) else 0.02
+            out[name] = torch.randn(p.shape, generator=gen, dtype=p.dtype) * std
+    return out
+
+
+@pytest.mark.parametrize("arm", ["learned", "path", "gain", "alibi"])
+def test_small_initialisation_is_the_written_out_rule(arm):
+    model = ProbeModel(ModelConfig(arm=arm, vocab_size=37, d_model=12, n_heads=2, n_layers=2), torch.Generator().manual_seed(5))
+    want = small_init_reference(model, 5)
+    for name, p in model.named_parameters():
+        assert torch.equal(p.detach(), want[name]), name
+
+
+def test_torch_initialisation_is_pytorchs_default_law_and_keeps_rope_at_init():
+    """The author's initialisation: embedding N(0, 1), every linear weight and bias U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+    (variance 1 / (3 fan_in)), LayerNorm (1, 0), zero angle tables; the untied head is its own matrix."""
+    cfg = ModelConfig(arm="learned", vocab_size=4096, d_model=64, n_heads=2, n_layers=2, init="torch", output="untied")
+    model = ProbeModel(cfg, torch.Generator().manual_seed(0))
+    emb = model.embed.weight.detach()
+    assert abs(emb.mean().item()) < 4 / math.sqrt(emb.numel()) and abs(emb.var().item() - 1) < 0.02
+    for name, p in model.named_parameters():
+        if name.endswith("angle_table.weight"):
+            assert not p.any()
+        elif ".ln" in name or name.startswith("ln_f"):
+            assert torch.equal(p, torch.ones_like(p) if name.endswith("weight") else torch.zeros_like(p))
+        elif name != "embed.weight":
+            owner = dict(model.named_modules())[name.rpartition(".")[0]]
+            bound = 1 / math.sqrt(owner.weight.shape[1])
+            assert p.abs().max().item() <= bound and p.abs().max().item() > 0.9 * bound, name
+            if p.numel() >= 4096:
+                assert abs(p.var().item() * 3 * owner.weight.shape[1] - 1) < 0.1, name
+    assert model.head is not None and not torch.equal(model.head.weight, model.embed.weight)
+    x = torch.randint(0, 4096, (1, 5), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        saved = model.head.weight.clone()
+        model.head.weight.zero_()
+        assert not model(x).logits.any()  # the logits come from the head alone, not the embedding
+        model.head.weight.copy_(saved)
+    # the learned arm still equals RoPE at init under this initialisation
+    rope = ProbeModel(ModelConfig(**{**cfg.to_dict(), "arm": "rope", "family_param": ()}), torch.Generator().manual_seed(0))
+    rope.load_state_dict({k: v for k, v in model.state_dict().items() if "angle_table" not in k})
+    assert torch.allclose(model(x).logits, rope(x).logits, atol=1e-5)

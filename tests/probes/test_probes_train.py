@@ -11,11 +11,11 @@ from accum.probes import analysis as A
 from accum.cli import main
 from accum.probes.data import char_data
 from accum.probes.evaluate import EvalConfig, evaluate_lengths, last_segment_reference, position_nll
-from accum.probes.model import ARMS
+from accum.probes.model import ARMS, ProbeModel
 from accum.probes.presets import PRESETS
 from accum.probes.sweep import run_sweep, summarise
 from accum.probes.sweepconfig import SweepConfig
-from accum.probes.train import TrainConfig, build_model, load_checkpoint, lr_at, train
+from accum.probes.train import TrainConfig, build_model, load_checkpoint, lr_at, make_optimizer, train
 
 from test_probes_model import arm_options
 
@@ -276,3 +276,15 @@ def test_gpu_script_runs_the_gpu_preset_at_tiny_size_on_cpu(tmp_path):
     assert saved["config"]["train"]["val_fraction"] == 0.1 and saved["config"]["train"]["path_block"] == 64  # from the preset
     assert saved["config"]["train"]["d_model"] == 8  # overridden
     assert "complete: true" in proc.stdout and "| claim | metric |" in proc.stdout
+
+
+def test_decay_all_puts_every_parameter_but_the_tables_in_the_decayed_group():
+    cfg = TrainConfig(arm="learned", d_model=16, n_heads=2, n_layers=1, decay="all", weight_decay=0.1,
+                      angle_lr_scale=1.0, angle_weight_decay=0.1)
+    model = ProbeModel(cfg.model_config(50), torch.Generator().manual_seed(0))
+    groups = make_optimizer(model, cfg).param_groups
+    decayed = {id(p) for g in groups if g["weight_decay"] == 0.1 and g["lr_scale"] == 1.0 for p in g["params"]}
+    assert decayed == {id(p) for p in model.parameters()}  # one group in effect: LayerNorm, biases, embedding, tables
+    plain = make_optimizer(model, TrainConfig(arm="learned", d_model=16, n_heads=2, n_layers=1)).param_groups
+    assert {id(p) for p in plain[1]["params"]} == {id(p) for n, p in model.named_parameters() if p.dim() < 2}
+    assert plain[1]["weight_decay"] == 0.0
