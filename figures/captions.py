@@ -72,5 +72,6 @@ def theory_caption(spec: FigureSpec, result: dict, path: Path) -> str:
                       f"outside the incoherence premise (share of heads inside it: {premise}); their curve shows what the "
                       "coherent law does. (b): the head's own far attention at 2L extrapolated under C3 (probes/transfer.py; "
                       "2x is in-sample). Bands: 95% Student t interval over seeds.",
-                      "In (c) the two windows are different units; agreement is their rank order over heads. A law that "
-                      "gives every head the same window (RoPE, NoPE: W_pred = L) has no order to rank."]) + "\n"
+                      "In (c) the two windows are different quantities (how fast the transport forgets; where the head "
+                      "attends), drawn and not judged. (d): Spearman over arms with its permutation verdict at the "
+                      "bridge's family-wise level (probes/theory_stats.py)."]) + "\n"

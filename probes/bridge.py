@@ -6,6 +6,8 @@ Every arm, built-in or a family arm, is reduced to its heads' realised step laws
 ``Family`` per head, plus ALiBi's slope).  From one forward pass over ``windows`` validation windows of 2L tokens
 (L = L_train) the bridge computes per layer and head:
 
+* the A = I baseline: the same far-mass simulation with the head's law replaced by no rotation (its ALiBi bias
+  kept; ``steplaw.without_rotation``): what the head's own statistics give without the transport;
 * the law-based prediction (``probes.farlaw``, derivation there): far mass F_law(T) at every evaluated length from
   the step law, the head's queries and near partition functions and its key pool -- no far weight of the model is
   read; the coherent fraction C(L) and the premise C(L) <= 0.5 (incoherent far keys: C1, C4); the predicted window
@@ -42,8 +44,11 @@ from accum.simulations.params import check_int, field_error
 
 THEORY_RESULTS = "theory.json"
 EVAL_RESULTS = "eval.json"
-#: the version of theory.json's contents: a file of another version is not current (``is_current``)
-VERSION = 2
+#: the version of theory.json's contents: a file of another version is not current (``is_current``); version 3 adds
+#: the A = I baseline per head (``far_mass_identity``)
+VERSION = 3
+#: the versions the report reads (``probes.theory_stats``): version 2 lacks only the A = I baseline
+READABLE_VERSIONS = (2, 3)
 #: lengths predicted when a run has no eval.json (multiples of L_train)
 DEFAULT_MULTIPLIERS = (2, 4, 8, 16, 32, 64)
 
@@ -85,12 +90,16 @@ def layer_theory(model: ProbeModel, real: steplaw.Realised, layer: int, weights:
     """Predictions and the measured window of one layer (module docstring); weights (B, H, 2L, 2L)."""
     q, k, _ = model.blocks[layer].attn.heads(real.inputs[layer])
     stats = farlaw.near_statistics(q, k, weights, seq_len)
-    heads = [farlaw.predict_head(steplaw.head_law(model, real, layer, h), stats[h], seq_len, multipliers, cfg.streams, rng)
-             for h in range(model.cfg.n_heads)]
+    laws = [steplaw.head_law(model, real, layer, h) for h in range(model.cfg.n_heads)]
+    heads = [farlaw.predict_head(law, stats[h], seq_len, multipliers, cfg.streams, rng) for h, law in enumerate(laws)]
+    # the A = I baseline draws from its own stream, so the law's numbers are those of a bridge without it
+    plain = np.random.default_rng([cfg.seed, 1, layer])
+    identity = [farlaw.far_curve(steplaw.without_rotation(law), stats[h], seq_len, (max(multipliers) - 1) * seq_len,
+                                 cfg.streams, plain).at(multipliers, seq_len) for h, law in enumerate(laws)]
     c3 = transfer.extrapolate(weights, seq_len, multipliers, cfg.queries, rng)
     measured_window = analysis.mixing_window(weights[:, :, :seq_len, :seq_len], cfg.level)
     return {"far_mass_law": [h["far_mass"] for h in heads], "far_mass_law_se": [h["far_mass_se"] for h in heads],
-            "far_mass_c3": c3.tolist(),
+            "far_mass_c3": c3.tolist(), "far_mass_identity": identity,
             "coherent_at_L": [h["coherent_at_L"] for h in heads], "applies": [h["applies"] for h in heads],
             "window_pred": [h["window"] for h in heads], "window_measured": measured_window.tolist(),
             "far_score_sd": [h["far_score_sd"] for h in heads], "c4_sd": [h["c4_sd"] for h in heads],

@@ -196,6 +196,12 @@ def path_factors(model: ProbeModel, layer: int, x: torch.Tensor) -> tuple[np.nda
     return w.cpu().numpy(), beta.cpu().numpy()
 
 
+def without_rotation(law: HeadLaw) -> HeadLaw:
+    """The same head with A = I: no transport between query and key, the law's ALiBi slope kept (the bridge's A = I
+    baseline)."""
+    return HeadLaw(make_family("nope", dim=law.family.dim), law.slope, "A = I (no rotation)")
+
+
 def head_law(model: ProbeModel, real: Realised, layer: int, head: int) -> HeadLaw:
     """The realised step law of one head (module docstring); ``ParamError`` naming arm for an arm without one."""
     check_int("layer", layer, 0, model.cfg.n_layers - 1)

@@ -146,30 +146,79 @@ def test_theory_command_skips_current_runs(runs, capsys):
     assert printed == [f"{r}: theory.json is current, skipped" for r in runs_given]
 
 
+def sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
 def seeded_copies(root, tmp_path, far_shift: float):
-    """Three seeds per arm from the fixture's theory.json, their law-based far log ratios set to far_shift +- 0.01 and
-    their log ppl ratios to the predicted degradation (so the order is exact)."""
+    """Three seeds per arm from the fixture's theory.json: every head's law-based far mass set to the measured one
+    moved by far_shift +- 0.01 in log-odds, and the log ppl ratios to the predicted degradation (so the order is
+    exact)."""
     for arm in ARMS:
         base = json.loads((root / arm / "seed0" / bridge.THEORY_RESULTS).read_text())
         for seed, jitter in enumerate((-0.01, 0.0, 0.01)):
-            run = dict(base, law_log_ratio=[far_shift + jitter] * len(base["multipliers"]),
-                       log_ppl_ratio=base["degradation_pred"] + jitter / 10)
+            layers = [dict(la, far_mass_law=sigmoid(theory_stats.logit(np.array(la["far_mass_measured"]))
+                                                    + far_shift + jitter).tolist()) for la in base["layers"]]
+            run = dict(base, layers=layers, log_ppl_ratio=base["degradation_pred"] + jitter / 10)
             write_json(tmp_path / arm / f"seed{seed}" / bridge.THEORY_RESULTS, run)
 
 
-@pytest.mark.parametrize("shift, verdict", [(0.02, stats.CONFIRMED), (0.5, stats.CONTRADICTED), (0.2, stats.NOT_RESOLVED)])
-def test_far_mass_verdicts_follow_the_equivalence_margin(shift, verdict, runs, tmp_path):
-    """d inside +-log 1.25 with a tight interval: CONFIRMED; wholly outside: CONTRADICTED; straddling: NOT RESOLVED;
-    a CONTRADICTED row is printed under "where the theory fails"."""
+@pytest.mark.parametrize("shift, verdict", [(0.02, stats.CONFIRMED), (0.8, stats.CONTRADICTED), (0.2, stats.NOT_RESOLVED)])
+def test_far_mass_verdicts_follow_the_equivalence_margin(shift, verdict, runs, tmp_path, monkeypatch):
+    """Log-odds d inside +-log 1.25 with a tight interval: CONFIRMED; wholly outside: CONTRADICTED; straddling: NOT
+    RESOLVED (at the family-wise level of the judged rows); a CONTRADICTED row is printed under "where the theory
+    fails"; lengths outside JUDGED are printed without a verdict."""
+    monkeypatch.setattr(theory_stats, "JUDGED", (4,))
     seeded_copies(runs[0], tmp_path, shift)
     result = theory_stats.agreement(tmp_path)
-    assert {r["verdict"] for r in result["far"] if r["kind"] == "law"} == {verdict}
+    assert result["judged_rows"] == 2 * len(ARMS) + 2 and result["level"] == pytest.approx(1 - 0.05 / result["judged_rows"])
+    law = [r for r in result["far"] if r["kind"] == "law"]
+    assert {r["verdict"] for r in law if r["multiplier"] == 4} == {verdict}
+    assert {r["verdict"] for r in law if r["multiplier"] == 2} == {"not judged"}
+    assert all(r["mean"] == pytest.approx(shift, abs=1e-9) for r in law)
     text = theory_stats.theory_section(result)
     assert "Theory vs trained probes" in text and verdict in text
     failed = text.split("Where the theory fails")[1].split("Not resolved")[0]
     assert ("law-based far mass CONTRADICTED" in failed) == (verdict == stats.CONTRADICTED)
     assert "rope: incoherence premise fails in 100% of heads" in failed
     assert result["order"]["arms"] == sorted(ARMS) and result["order"]["ci"] is not None
+
+
+def synthetic_run(meas, law, identity=None, slope_arm="rope", seq_len=16, mult=(2, 8)):
+    """A theory.json body of one layer whose heads have the given measured and law far masses (heads x multipliers)."""
+    layer = {"far_mass_measured": meas, "far_mass_law": law, "far_mass_c3": meas, "applies": [True] * len(meas),
+             "window_pred": [1.0] * len(meas), "window_measured": [1.0] * len(meas)}
+    if identity is not None:
+        layer["far_mass_identity"] = identity
+    return {"seq_len": seq_len, "multipliers": list(mult), "layers": [layer],
+            "train_config": {"arm": slope_arm, "n_heads": len(meas)}}
+
+
+def test_a_confirmed_row_is_evidence_only_where_it_beats_every_baseline():
+    """Heads whose far mass at 8x is far from uniform and from the 2x-carried constant: the exact law beats both and
+    a distant A = I baseline (evidence); where the A = I prediction is exact too the row is a sanity row; a run set
+    without the A = I baseline cannot be evidence."""
+    from accum.probes import baselines
+    level = 0.95
+    runs = {}
+    for s in range(4):
+        at8 = [0.2 + 0.01 * s, 0.1 + 0.01 * s]  # far below what uniform (0.82) or a constant weight gives at 8x
+        meas = [[0.15, at8[0]], [0.08, at8[1]]]
+        runs[str(s)] = synthetic_run(meas, meas, identity=[[0.5, 0.9], [0.5, 0.9]])
+    uniform = baselines.uniform_far_mass(0.0, 16, [2, 8])
+    assert uniform[1] > 0.6  # the uniform baseline misses by far
+    rows = theory_stats.far_rows({"arm": runs}, "law", level)
+    row8 = next(r for r in rows if r["multiplier"] == 8)
+    assert row8["verdict"] == stats.CONFIRMED and row8["evidence"] == "evidence"
+    assert all(v["beats"] for v in row8["baselines"].values())
+    tied = {s: dict(r, layers=[dict(r["layers"][0], far_mass_identity=r["layers"][0]["far_mass_measured"])])
+            for s, r in runs.items()}
+    row8 = next(r for r in theory_stats.far_rows({"arm": tied}, "law", level) if r["multiplier"] == 8)
+    assert row8["evidence"] == "sanity: not better than identity"
+    bare = {s: dict(r, layers=[{k: v for k, v in r["layers"][0].items() if k != "far_mass_identity"}])
+            for s, r in runs.items()}
+    row8 = next(r for r in theory_stats.far_rows({"arm": bare}, "law", level) if r["multiplier"] == 8)
+    assert row8["evidence"] == "sanity: identity not at hand"
 
 
 def synthetic_theories(n_arms: int, seeds: int, sign: float) -> dict:
@@ -182,20 +231,37 @@ def synthetic_theories(n_arms: int, seeds: int, sign: float) -> dict:
 @pytest.mark.parametrize("seeds, sign, verdict", [(1, 1.0, stats.NOT_RESOLVED), (2, 1.0, stats.NOT_RESOLVED),
                                                   (3, 1.0, stats.CONFIRMED), (3, -1.0, stats.CONTRADICTED)])
 def test_degradation_order_needs_seeds_to_judge(seeds, sign, verdict):
-    """A seed bootstrap over one or two seeds per arm has no honest spread: NOT RESOLVED with no interval, however
-    well the single seeds are ordered; with three seeds the exact order is CONFIRMED and the reversed one
-    CONTRADICTED."""
-    row = theory_stats.order_row(synthetic_theories(theory_stats.MIN_ORDER_ARMS, seeds, sign))
+    """Fewer than three seeds per arm: NOT RESOLVED with no interval, however well the single seeds are ordered; with
+    three seeds the exact order of 6 arms is CONFIRMED by the permutation test (p = 1/720 < 0.025) and the reversed
+    one CONTRADICTED."""
+    row = theory_stats.order_row(synthetic_theories(theory_stats.MIN_ORDER_ARMS, seeds, sign), 0.95)
     assert row["verdict"] == verdict
     assert (row["ci"] is None) == (verdict == stats.NOT_RESOLVED)
+    if row["p"] is not None:
+        assert row["p" if sign > 0 else "p_down"] == pytest.approx(1 / 720, abs=0.001)
+
+
+def test_degradation_order_permutation_p_is_uniform_without_an_order():
+    """With no relation between D and the degradation, the one-sided permutation p-value is uniform: over 200 random
+    sets of 8 arms, about 5% fall at or below 0.05."""
+    rng = np.random.default_rng(2)
+    ps = []
+    for _ in range(200):
+        theories = {f"a{i}": {str(s): {"degradation_pred": float(rng.normal()), "log_ppl_ratio": float(rng.normal())}
+                              for s in range(3)} for i in range(8)}
+        ps.append(theory_stats.order_row(theories, 0.95)["p"])
+    share = np.mean(np.array(ps) <= 0.05)
+    assert abs(share - 0.05) < 3.5 * math.sqrt(0.05 * 0.95 / 200)
 
 
 def test_degradation_order_ranks_only_arms_with_enough_seeds():
     theories = synthetic_theories(theory_stats.MIN_ORDER_ARMS, 3, 1.0)
     theories["late"] = {"0": {"degradation_pred": 100.0, "log_ppl_ratio": -100.0}}
-    row = theory_stats.order_row(theories)
+    row = theory_stats.order_row(theories, 0.95)
     assert "late" in row["arms"] and "late" not in row["ranked"]
     assert row["verdict"] == stats.CONFIRMED and row["rho"] == pytest.approx(1.0)
+    without = theory_stats.order_row(theories, 0.95, without=("arm0",))
+    assert "arm0" not in without["arms"] and without["ranked"] == [f"arm{a}" for a in range(1, 6)]
 
 
 def test_report_section_without_theory_says_so(tmp_path):
