@@ -1,6 +1,7 @@
 """Helpers shared by the test modules (import them with ``from conftest import ...``).
 
 ``interrupt_when`` starts an ``accum`` command and interrupts it once its work has started (the interrupt tests).
+``plant`` puts a one-line defect into a real function for a test's duration (the planted-defect tables).
 
 Statistical tests compare a Monte Carlo estimate with an independent prediction by one rule,
 ``simulations.stats.within_budget``: z = (measured - predicted) / sqrt(se^2 + floor^2) against the normal
@@ -10,12 +11,16 @@ states its budget; the suite's total stays below 1e-3.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -59,3 +64,32 @@ def interrupt_when(argv: list[str], ready, cwd: Path, timeout: float = 60.0, sig
         os.killpg(proc.pid, signal.SIGKILL)
         pytest.fail(f"still running 30 s after Ctrl-C: {proc.communicate()}")
     return proc.returncode, err, time.monotonic() - sent
+
+
+def owner_and_name(target: str) -> tuple[Any, str]:
+    """``"package.module:function"`` or ``"package.module:Class.function"`` -> (its module or class, its name)."""
+    module, _, path = target.partition(":")
+    *attributes, name = path.split(".")
+    owner = importlib.import_module(module)
+    for attribute in attributes:
+        owner = getattr(owner, attribute)
+    return owner, name
+
+
+def plant(monkeypatch, target: str, old: str, new: str) -> None:
+    """Replace the function ``target`` by a copy of its source with ``old`` (which must occur exactly once) ->
+    ``new``, wherever accum holds it: its owner, every accum module that imported it by name (``estimators``
+    imports ``near_weight`` from ``farset``), and dispatch tables of its module (``predict.QUANTITIES``)."""
+    owner, name = owner_and_name(target)
+    fn = inspect.unwrap(getattr(owner, name))
+    source = textwrap.dedent(inspect.getsource(fn))
+    assert source.count(old) == 1, f"the planted line {old!r} is not (once) in {name}"
+    namespace = dict(vars(sys.modules[fn.__module__]))  # the function's own globals, so it runs as shipped
+    exec(compile(source.replace(old, new), f"<planted {fn.__module__}.{name}>", "exec"), namespace)
+    monkeypatch.setattr(owner, name, namespace[name])
+    for module in [m for key, m in list(sys.modules.items()) if key.startswith("accum.") and m is not None]:
+        if getattr(module, name, None) is fn:
+            monkeypatch.setattr(module, name, namespace[name])
+    for table in [t for t in vars(sys.modules[fn.__module__]).values() if isinstance(t, dict)]:
+        for key in [k for k, item in table.items() if item is fn]:
+            monkeypatch.setitem(table, key, namespace[name])

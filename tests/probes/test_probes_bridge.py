@@ -299,3 +299,73 @@ def test_a_users_family_trains_and_is_predicted_from_its_own_law(tmp_path, capsy
     assert np.all(np.abs(got - want) < 5.0 / math.sqrt(farlaw.COHERENCE_PATHS)), (got, want)
     assert res["applies_share"] == 1.0 and len(res["law_log_ratio"]) == 2
     assert "premise holds in 100% of heads" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("token", ["query", "key"])
+def test_learned_law_steps_are_the_models_step_angles(token):
+    """The learned arm's step law reads the trained table with the model's own sign and token side: along the text,
+    the law's step of each token is the step angle the forward pass used there (a random, nonzero table)."""
+    model = ProbeModel(ModelConfig(arm="learned", vocab_size=DATA.vocab_size, d_model=16, n_heads=2, n_layers=2,
+                                   learned_token=token), torch.Generator().manual_seed(0)).double()
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.angle_table.weight.normal_(0.0, 0.7, generator=torch.Generator().manual_seed(1))
+    x = DATA.val[:40].view(1, 40)
+    with torch.no_grad():
+        out = model(x)
+    real = steplaw.Realised([], out.step_angles, DATA.val.numpy())
+    shift = 1 if token == "key" else 0  # the key side steps by the token before
+    for layer in range(2):
+        for head in range(2):
+            table = steplaw.head_law(model, real, layer, head).family.table
+            got = table[x[0, shift:].numpy() if shift == 0 else x[0, :-1].numpy()]
+            want = out.step_angles[layer][0, head, shift:].numpy()
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+
+
+def test_each_layer_reads_its_own_queries_and_keys():
+    """The bridge's statistics of layer l come from layer l's queries and keys: C4's sd in theory.json equals the one
+    computed from that layer's own q, k and attention (a two-layer model whose layers differ)."""
+    model = ProbeModel(ModelConfig(arm="random", vocab_size=DATA.vocab_size, d_model=16, n_heads=2, n_layers=2),
+                       torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        model.blocks[1].attn.qkv.weight.mul_(7.0)  # layer 1's scores far larger than layer 0's
+    cfg = bridge.BridgeConfig(windows=2, streams=8, queries=8)
+    res = bridge.run_theory(model, L, DATA.val, cfg)
+    x, _ = bridge.eval_windows(DATA.val, 2 * L, cfg.windows * 2 * L)
+    uniforms = model.draw_noise(x.shape[0], 2 * L, torch.Generator().manual_seed(cfg.seed))
+    with torch.no_grad():
+        out = model(x, None, uniforms, need_weights=True)
+        inputs = analysis.layer_inputs(model, x, uniforms)
+        for layer in range(2):
+            q, k, _ = model.blocks[layer].attn.heads(inputs[layer])
+            own = farlaw.near_statistics(q, k, out.weights[layer], L)
+            assert res["layers"][layer]["c4_sd"] == pytest.approx([farlaw.c4_sd(s) for s in own], rel=1e-12), layer
+
+
+def test_without_rotation_keeps_the_bias_and_drops_the_transport():
+    law = steplaw.HeadLaw(steplaw.DriftUniform(8, 100.0), 0.25, "drift")
+    plain = steplaw.without_rotation(law)
+    assert plain.slope == 0.25 and plain.family.dim == 8
+    steps = plain.family.sample(np.random.default_rng(0), 5, 3)
+    x = np.random.default_rng(1).normal(size=(3, 8))
+    np.testing.assert_array_equal(steps.transposed().transport(x)[:, -1], x)  # A = I: the query is not moved
+
+
+def test_log_odds_error_is_the_far_and_near_mass_log_ratios_together():
+    """logit(F) = log F - log(1 - F), far masses clipped to [FLOOR, 1 - FLOOR]: the log-odds error of a prediction is
+    its far-mass log ratio minus its near-mass log ratio."""
+    f = np.array([0.2, 0.9, 0.0, 1.0])
+    np.testing.assert_allclose(theory_stats.logit(f)[:2], [math.log(0.2 / 0.8), math.log(0.9 / 0.1)], rtol=1e-12)
+    assert theory_stats.logit(f)[2] == pytest.approx(-theory_stats.logit(f)[3]) == pytest.approx(math.log(bridge.FLOOR / (1 - bridge.FLOOR)))
+    pred, meas = np.array([0.97, 0.3]), np.array([0.95, 0.25])
+    np.testing.assert_allclose(theory_stats.logit(pred) - theory_stats.logit(meas),
+                               np.log(pred / meas) - np.log((1 - pred) / (1 - meas)), rtol=1e-12)
+
+
+def test_judged_rows_share_one_family_wise_level():
+    """m = 2 predictions x the judged multipliers each arm evaluated + 2 order rows; every judged row at 1 - 0.05/m."""
+    run = synthetic_run([[0.1, 0.2]], [[0.1, 0.2]], mult=(2, 8))
+    theories = {"a": {"0": run}, "b": {"0": dict(run, multipliers=[8, 64])}}
+    assert theory_stats.judged_count(theories) == 2 * 1 + 2 * 2 + 2
+    assert theory_stats.row_level(theories) == pytest.approx(1 - 0.05 / 8)

@@ -127,3 +127,23 @@ def test_strided_far_lags_keep_the_expected_far_sum(monkeypatch):
     rows, owner = farlaw.scored_lags(np.arange(1, 4 * L + 1), L, rng)
     # far lags L..4L: L dense ones below 2L, then 2L + 1 lags in blocks of STRIDE
     assert owner.size == 3 * L + 1 and np.all(np.diff(owner) >= 0) and rows.size == L + math.ceil((2 * L + 1) / farlaw.STRIDE)
+
+
+def test_near_statistics_are_the_explicit_log_sum_exp_over_lags_below_L():
+    """log Z_i^near = log sum_{j = i-L+1}^{i} e^{s_ij} for the queries i in [L, 2L) of causal softmax attention with
+    asymmetric q != k, written out query by query in fp64; the key pool is every key of the windows."""
+    rng = np.random.default_rng(4)
+    b, h, t, d = 2, 3, 2 * L, D
+    q = torch.from_numpy(rng.normal(0.3, 1.0, size=(b, h, t, d)))
+    k = torch.from_numpy(rng.normal(-0.2, 1.3, size=(b, h, t, d)))
+    s = q @ k.transpose(-1, -2) / math.sqrt(d) - 0.07 * torch.arange(t, dtype=torch.float64)  # only the weights carry it
+    s = s.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+    w = torch.softmax(s, dim=-1)
+    got = farlaw.near_statistics(q, k, w, L)
+    for head in range(h):
+        want = [math.log(sum(math.exp(float(q[bi, head, i] @ k[bi, head, j]) / math.sqrt(d) - 0.07 * j
+                                      + 0.07 * i) for j in range(i - L + 1, i + 1)))
+                for bi in range(b) for i in range(L, t)]
+        np.testing.assert_allclose(got[head].log_z_near, want, rtol=0, atol=1e-9)
+        np.testing.assert_array_equal(got[head].keys, k[:, head].reshape(-1, d).numpy())
+        np.testing.assert_array_equal(got[head].queries, q[:, head, L:].reshape(-1, d).numpy())

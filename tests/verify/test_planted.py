@@ -17,14 +17,9 @@ against the verdict's unit tests (tests/verify/test_verdict.py), which must fail
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import os
-import sys
-import textwrap
 import tomllib
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -33,41 +28,13 @@ from accum import report as rep, report_plan as rp
 from accum.claims import label
 from accum.simulations.families import family_name
 from accum.verdict import judge_all
+from conftest import plant
 
 BUDGET = 0.01
 PRESET = os.environ.get("ACCUM_PLANTED_PRESET", "quick")
 PLAN = rp.plan(rp.PRESETS[PRESET])
 R = rp.evidence_rows(PLAN)
 VERDICT_TESTS = Path(__file__).with_name("test_verdict.py")
-
-
-def owner_and_name(target: str) -> tuple[Any, str]:
-    """``"package.module:function"`` or ``"package.module:Class.function"`` -> (its module or class, its name)."""
-    module, _, path = target.partition(":")
-    *attributes, name = path.split(".")
-    owner = importlib.import_module(module)
-    for attribute in attributes:
-        owner = getattr(owner, attribute)
-    return owner, name
-
-
-def plant(monkeypatch, target: str, old: str, new: str) -> None:
-    """Replace the function ``target`` by a copy of its source with ``old`` (which must occur exactly once) ->
-    ``new``, wherever accum holds it: its owner, every accum module that imported it by name (``estimators``
-    imports ``near_weight`` from ``farset``), and dispatch tables of its module (``predict.QUANTITIES``)."""
-    owner, name = owner_and_name(target)
-    fn = inspect.unwrap(getattr(owner, name))
-    source = textwrap.dedent(inspect.getsource(fn))
-    assert source.count(old) == 1, f"the planted line {old!r} is not (once) in {name}"
-    namespace = dict(vars(sys.modules[fn.__module__]))  # the function's own globals, so it runs as shipped
-    exec(compile(source.replace(old, new), f"<planted {fn.__module__}.{name}>", "exec"), namespace)
-    monkeypatch.setattr(owner, name, namespace[name])
-    for module in [m for key, m in list(sys.modules.items()) if key.startswith("accum.") and m is not None]:
-        if getattr(module, name, None) is fn:
-            monkeypatch.setattr(module, name, namespace[name])
-    for table in [t for t in vars(sys.modules[fn.__module__]).values() if isinstance(t, dict)]:
-        for key in [k for k, item in table.items() if item is fn]:
-            monkeypatch.setitem(table, key, namespace[name])
 
 
 def failed_rows(claim: str, family: str | None = None, check: str | None = None, seed: int = 0) -> list:
