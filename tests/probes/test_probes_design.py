@@ -144,3 +144,14 @@ def test_the_presets_are_valid_designs():
                     "qkv_beats_qk:random_qkv_indep", "learned_stays_near_1x:learned_key", "alibi_flat",
                     "qkv_beats_qk:learned_qkv_author"} <= ids
             assert max(cfg.eval.multipliers) * cfg.train.seq_len == 65536 and cfg.eval.n_tokens == 2 * 65536
+            assert cfg.paper_plan_looks == (6, 10, 15)
+            assert {"paper:random_beats_rope", "paper:learned_near_1x:learned", "paper:alibi_flat",
+                    "paper:rotation_degrades_beyond_nope:rope", "paper:qkv_beats_qk:random_qkv_indep"} <= ids
+        if name == "cpu-author":
+            (arm,) = cfg.arms
+            run = cfg.run_config(arm, 0)
+            assert (run.arm, run.learned_token, run.decay, run.init, run.output) == ("learned", "key", "all", "torch",
+                                                                                     "untied")
+            assert (run.angle_lr_scale, run.angle_weight_decay, run.weight_decay) == (1.0, 0.1, 0.1)
+            assert len(cfg.seeds) >= 6 and {c["id"] for c in cfg.claims()} == {
+                f"rotation_only_degrades:{arm}", f"paper:learned_near_1x:{arm}"}
