@@ -11,7 +11,8 @@ from accum.probes.data import SOURCES, TOKENIZERS
 from accum.probes.evaluate import EvalConfig
 from accum.probes.sweep import finished_run, run_sweep, sweep_evaluation_key
 from accum.probes.sweepconfig import SweepConfig
-from accum.probes.train import TrainConfig
+from accum.probes.model import INITS, OUTPUTS
+from accum.probes.train import DECAYS, TrainConfig
 from accum.simulations.params import ParamError
 
 from test_probes_train import DATA, TINY
@@ -19,7 +20,7 @@ from test_probes_train import DATA, TINY
 torch.set_num_threads(1)
 
 STRINGS = {"arm": ["family_qkv"], "learned_token": ["key"], "family": ["rope"], "data_source": list(SOURCES),
-           "tokenizer": list(TOKENIZERS)}
+           "tokenizer": list(TOKENIZERS), "init": list(INITS), "output": list(OUTPUTS), "decay": list(DECAYS)}
 
 
 def other_values(name: str, value) -> list:
