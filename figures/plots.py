@@ -2,9 +2,9 @@
 draws out (``Drawn``).
 
 Nothing here measures or evaluates theory; it only reads ``record["result"]`` (and the ``Theory`` curves of
-``figures.overlays``) and draws.  Every curve, point set, band and line goes through a ``Recorder``, which draws it
-and keeps it as a ``Series`` (panel, name, kind, label, x, y, band): the arrays a figure shows, for tests to hold
-against their data source (tests/figures/test_figures_content.py).  Figures are built as ``matplotlib.figure.Figure`` objects (no pyplot, no
+``figures.overlays``) and draws.  Every curve, point set, band and line goes through a ``figures.record.Recorder``,
+which draws it and keeps it as a ``Series`` (panel, name, kind, label, x, y, band): the arrays a figure shows, for
+tests to hold against their data source (tests/figures/test_figures_content.py).  Figures are built as ``matplotlib.figure.Figure`` objects (no pyplot, no
 figure registry, no backend chosen at import: ``savefig`` uses matplotlib's canvas for each format, Agg for PNG),
 with mathtext labels, inside ``matplotlib.rc_context(STYLE)`` so the
 shared style never leaks into the caller's rcParams.  Error bands and bars are +-2 standard errors.
@@ -13,8 +13,7 @@ shared style never leaks into the caller's rcParams.  Error bands and bars are +
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Sequence
 
 import matplotlib
 import matplotlib.ticker
@@ -24,6 +23,7 @@ from matplotlib.figure import Figure
 
 from .data import Measured
 from .overlays import Theory, by_series
+from .record import Drawn, Recorder
 from .specs import EXTRA_SERIES
 
 #: the one style of every figure
@@ -86,80 +86,12 @@ PROBE_COLORS = {"random_drift": "#17becf", "random_qkv": "#1f77b4", "random_qkv_
                 "learned_author": "#8c564b", "learned_qkv_author": "#c49c94", "gain": "#bcbd22"}
 
 
-#: what a drawn series is (``Series.kind``)
-KINDS = ("Monte Carlo", "theory", "bound", "floor", "density", "reference", "measured", "predicted", "points")
-
-
-@dataclass(frozen=True)
-class Series:
-    """One series as drawn.  panel: index of its axes (left to right, top to bottom); name: what it shows (a
-    measured series' name, a theory curve's name in ``Theory.curves``, a probe arm, or a figure-wide name such as
-    "bound" or "near"); kind: one of ``KINDS``; label: its legend text (None without an entry of its own); x, y: the
-    points drawn (NaN where nothing is drawn; a density's x holds its bin edges, one more than y); band: the
-    (lower, upper) edges of the band or error bars drawn around it, or None."""
-
-    panel: int
-    name: str
-    kind: str
-    label: str | None
-    x: np.ndarray
-    y: np.ndarray
-    band: tuple[np.ndarray, np.ndarray] | None = None
-
-
-class Drawn(NamedTuple):
-    """A figure and the series drawn in it, in drawing order."""
-
-    figure: Figure
-    series: tuple[Series, ...]
-
-
-class Recorder:
-    """Draws series on a figure's axes and keeps each as a ``Series`` (the figure's data path)."""
-
-    def __init__(self, axes: Sequence[Axes]) -> None:
-        self.axes, self.series = list(axes), []
-
-    def keep(self, ax: Axes, name: str, kind: str, label: str | None, x: Any, y: Any,
-             band: tuple[Any, Any] | None = None) -> None:
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-        arr = lambda v: np.atleast_1d(np.asarray(v, dtype=float))  # noqa: E731
-        self.series.append(Series(self.axes.index(ax), name, kind, label, arr(x), arr(y),
-                                  None if band is None else (arr(band[0]), arr(band[1]))))
-
-    def plot(self, ax: Axes, name: str, kind: str, x: Any, y: Any, label: str | None = None, *args: Any,
-             **style: Any) -> None:
-        """``ax.plot(x, y, *args, label=label, **style)``, kept."""
-        ax.plot(x, y, *args, label=label, **style)
-        self.keep(ax, name, kind, label, x, y)
-
-    def errorbar(self, ax: Axes, name: str, kind: str, x: Any, y: Any, half: Any, label: str | None = None,
-                 **style: Any) -> None:
-        """``ax.errorbar`` with bars y +- half, kept with the bars as its band."""
-        ax.errorbar(x, y, yerr=half, label=label, **style)
-        y, half = np.asarray(y, dtype=float), np.asarray(half, dtype=float)
-        self.keep(ax, name, kind, label, x, y, (y - half, y + half))
-
-    def banded(self, ax: Axes, name: str, kind: str, x: Any, y: Any, lower: Any, upper: Any, label: str | None = None,
-               where: Any = None, alpha: float = 0.18, **style: Any) -> None:
-        """A line with a shaded band (lower, upper) (drawn only ``where`` given, NaN in the record elsewhere), kept."""
-        ax.plot(x, y, label=label, **style)
-        ax.fill_between(x, lower, upper, where=where, color=style.get("color"), alpha=alpha, linewidth=0)
-        lower, upper = np.asarray(lower, dtype=float), np.asarray(upper, dtype=float)
-        if where is not None:
-            lower, upper = np.where(where, lower, np.nan), np.where(where, upper, np.nan)
-        self.keep(ax, name, kind, label, x, y, (lower, upper))
-
-    def theory(self, ax: Axes, theory: Theory, name: str, c: str, label: str | None = None, kind: str = "theory",
-               **style: Any) -> None:
-        """The theory curve ``name`` if the theory has one (missing ones are noted in the caption), dashed."""
-        curve = theory.curves.get(name)
-        if curve is not None:
-            self.plot(ax, name, kind, curve.x, curve.y, label, color=c, **{**THEORY, **style})
-
-    def drawn(self, fig: Figure) -> Drawn:
-        return Drawn(fig, tuple(self.series))
+def draw_theory(rec: Recorder, ax: Axes, theory: Theory, name: str, c: str, label: str | None = None,
+                kind: str = "theory", **style: Any) -> None:
+    """The theory curve ``name`` if the theory has one (missing ones are noted in the caption), dashed, kept."""
+    curve = theory.curves.get(name)
+    if curve is not None:
+        rec.plot(ax, name, kind, curve.x, curve.y, label, color=c, **{**THEORY, **style})
 
 
 def rotates_values(arm: str) -> bool:
@@ -271,7 +203,7 @@ def fig_window(measured: Sequence[Measured], theory: Theory) -> Drawn:
         w = np.array([result(m)["mean"] for m in group])
         se = np.array([result(m)["stderr"] for m in group])
         rec.errorbar(ax, key, "Monte Carlo", t, w, K_SE * se, group[0].job.label, color=c, marker=marker(i), **MC)
-        rec.theory(ax, theory, key, c)
+        draw_theory(rec, ax, theory, key, c)
     theory_legend_entry(ax)
     ax.set_xscale("log", base=2)
     ax.set(yscale="log", xlabel=r"context length $T$ (tokens)",
@@ -320,7 +252,7 @@ def fig_score_gap(measured: Sequence[Measured], theory: Theory) -> Drawn:
     for m in extra:
         rec.plot(ax_gap, m.job.series, "Monte Carlo", [result(m)["dim"]], [result(m)["gap_sd"]], m.job.label, "D",
                  color=COLORS[EXTRA_SERIES], zorder=5)
-    rec.theory(ax_gap, theory, "gap", "0.2", label=r"theory $\sqrt{d}$")
+    draw_theory(rec, ax_gap, theory, "gap", "0.2", label=r"theory $\sqrt{d}$")
     ax_gap.set_xscale("log", base=2)
     ax_gap.set_yscale("log", base=2)
     plain_ticks(ax_gap, all_dims)
@@ -339,7 +271,7 @@ def fig_score_gap(measured: Sequence[Measured], theory: Theory) -> Drawn:
         rec.errorbar(ax_var, m.job.series, "Monte Carlo", [result(m)["dim"]], [v], [K_SE * e], m.job.label, fmt="D",
                      color=COLORS[EXTRA_SERIES], zorder=5)
         top = max(top, v + K_SE * e)
-    rec.theory(ax_var, theory, "far-variance", "0.2", label=r"theory $|q|^2|k|^2 = 1$")
+    draw_theory(rec, ax_var, theory, "far-variance", "0.2", label=r"theory $|q|^2|k|^2 = 1$")
     point = theory.curves.get(EXTRA_SERIES)
     if point is not None:
         rec.plot(ax_var, EXTRA_SERIES, "theory", point.x, point.y, "its theory", "_", color=COLORS[EXTRA_SERIES],
@@ -362,7 +294,7 @@ def far_set_series(rec: Recorder, ax: Axes, measured: Sequence[Measured], theory
         c = color(m.job.series, i)
         sizes, y, se = arrays(m, "far_sizes", "mean", "stderr")
         rec.errorbar(ax, m.job.series, "Monte Carlo", sizes, y, K_SE * se, m.job.label, color=c, marker=marker(i), **MC)
-        rec.theory(ax, theory, m.job.series, c, **theory_style)
+        draw_theory(rec, ax, theory, m.job.series, c, **theory_style)
 
 
 @styled
@@ -372,9 +304,9 @@ def fig_near_weight(measured: Sequence[Measured], theory: Theory) -> Drawn:
     ax = fig.subplots()
     rec = Recorder([ax])
     far_set_series(rec, ax, measured, theory, linestyle=":")
-    rec.theory(ax, theory, "bound", "black", label=r"bound $w \leq 1/(1 + N e^{-2 s_0})$ (any steps of norm $\leq 1$)",
+    draw_theory(rec, ax, theory, "bound", "black", label=r"bound $w \leq 1/(1 + N e^{-2 s_0})$ (any steps of norm $\leq 1$)",
                kind="bound", linestyle="--", linewidth=1.4)
-    rec.theory(ax, theory, "alibi-floor", "#d62728", label=r"ALiBi floor $1/(1 + \Sigma_{\Delta \leq N}\, e^{-m\Delta})$",
+    draw_theory(rec, ax, theory, "alibi-floor", "#d62728", label=r"ALiBi floor $1/(1 + \Sigma_{\Delta \leq N}\, e^{-m\Delta})$",
                kind="floor", linestyle="-.", linewidth=1.4)
     ax.plot([], [], color="0.3", linestyle=":", label=r"theory $1/(1 + \mathbb{E}\,$far mass$)$ (dotted)")
     s0 = result(measured[0])["s0"]

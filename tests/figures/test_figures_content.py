@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from accum.figures import data as fig_data
-from accum.figures import plots
+from accum.figures import plots, record
 from accum.figures.overlays import THEORIES
 from accum.figures.specs import figure_specs
 
@@ -36,7 +36,7 @@ def same(a, b) -> bool:
     return np.array_equal(np.asarray(a, dtype=float), np.asarray(b, dtype=float), equal_nan=True)
 
 
-def one(drawn, **match) -> plots.Series:
+def one(drawn, **match) -> record.Series:
     found = [s for s in drawn.series if all(getattr(s, k) == v for k, v in match.items())]
     assert len(found) == 1, (match, [(s.panel, s.name, s.kind) for s in drawn.series])
     return found[0]
