@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from tqdm import tqdm
 
-from accum.simulations.identity import code_identity
+from accum.simulations.identity import code_identity, import_closure
 from accum.simulations.runner import map_outcomes
 
 from .report import load_keyed, report, save_keyed, verify_modules
@@ -33,9 +33,10 @@ def _report_outcome(args: tuple[str, int, float, tuple[str, ...] | None]) -> dic
 
 def calibration_modules() -> tuple[str, ...]:
     """A calibration report's pass / fail depends on the checks' numbers (``verify_modules``), on the plan, the
-    judging and the thresholds (``accum.report_plan``, ``accum.report``, ``accum.verdict``) and on the outcome
-    kept per report (this module): all of them fingerprint a saved report."""
-    return (*verify_modules(), "accum.report", "accum.calibration", "accum.verdict")
+    judging and the thresholds (``accum.report``, ``accum.verdict``) and on the outcome kept per report (this
+    module): this module and what it imports of the package (``identity.import_closure``) fingerprint a saved
+    report with the checks' modules."""
+    return tuple(sorted({*verify_modules(), *import_closure("accum", "calibration")}))
 
 
 def calibration_key(preset: str, seed: int, budget: float, code: dict, only: Sequence[str] | None = None) -> dict:

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from accum.runtime import progress_bar
-from accum.simulations.identity import code_identity, digest
+from accum.simulations.identity import code_identity, digest, import_closure
 from accum.simulations.results import ResultError, atomic_write_json, jsonable, make_record, read_record
 from accum.simulations.runner import map_outcomes
 
@@ -34,17 +34,16 @@ def run_job(item: tuple[int, Check, int]) -> tuple[list[Measurement], float]:
 
 
 def verify_modules() -> tuple[str, ...]:
-    """The modules a check's numbers depend on: the checks (``accum.claims``, ``accum.farchecks``, ``accum.adversarial``,
-    ``accum.routechecks``, ``accum.stderrs``), the plan's ``Check``
-    (``accum.report_plan``: its stream) and every module of the engine and the theory (their sources
-    fingerprint a cached check, ``simulations.identity.code_identity``)."""
+    """The modules a check's numbers depend on: the plan's ``Check`` (``accum.report_plan``: its stream) and every
+    module of this package it imports, transitively (``identity.import_closure``: the checks, ``accum.verdict``'s
+    ``stderr_ratio`` among them), and every module of the engine and the theory (their sources fingerprint a cached
+    check, ``simulations.identity.code_identity``)."""
     import accum.simulations
     import accum.theory
 
     names = [f"{pkg.__name__}.{m.name}" for pkg in (accum.simulations, accum.theory)
              for m in pkgutil.iter_modules(pkg.__path__)]
-    return ("accum.claims", "accum.farchecks", "accum.adversarial", "accum.routechecks", "accum.stderrs", "accum.report_plan",
-            *sorted(names))
+    return (*import_closure("accum", "report_plan"), *sorted(names))
 
 
 def load_keyed(cache: Path, key: dict) -> dict | None:

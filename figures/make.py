@@ -93,7 +93,7 @@ def measured_figure(spec: FigureSpec, measured: Sequence[Measured], out_dir: Pat
                     results_dir: Path) -> Outcome:
     """Theory curves, the drawing and its files for one of figures 1-5."""
     theory = THEORIES[spec.name](measured)
-    fig = BUILDERS[spec.name](measured, theory)
+    fig = BUILDERS[spec.name](measured, theory).figure
     files = save_figure(fig, out_dir, spec.name, caption(spec, measured, theory, root_seed, size, results_dir))
     missing = f" ({len(theory.notes)} theory curve(s) missing, see caption)" if theory.notes else ""
     return Outcome(spec.name, files, f"{len(measured)} curves/points{missing}")
@@ -103,7 +103,7 @@ def probes_figure(spec: FigureSpec, sweep: dict | None, probes: Path, out_dir: P
     """Figure 6 from the probes' sweep (read from ``probes``), or a skip message when there is none."""
     if sweep is None:
         return Outcome(spec.name, (), f"skipped: no probe results at {probes} (run `accum probe sweep` first)")
-    files = save_figure(fig_probes(sweep), out_dir, spec.name, probes_caption(spec, sweep, probes))
+    files = save_figure(fig_probes(sweep).figure, out_dir, spec.name, probes_caption(spec, sweep, probes))
     done = sum(st.get("n_seeds", 0) for st in sweep["arms"].values())
     planned = len(sweep["config"]["arms"]) * len(sweep["config"]["seeds"])
     return Outcome(spec.name, files, f"{done} of {planned} probe runs (arm x seed)")
@@ -115,7 +115,7 @@ def theory_figure(spec: FigureSpec, sweep: dict | None, probes: Path, out_dir: P
     result = agreement(probes.parent)
     if result is None:
         return Outcome(spec.name, (), f"skipped: no theory.json under {probes.parent} (written after each probe run)")
-    files = save_figure(fig_theory(result), out_dir, spec.name, theory_caption(spec, result, probes.parent))
+    files = save_figure(fig_theory(result).figure, out_dir, spec.name, theory_caption(spec, result, probes.parent))
     return Outcome(spec.name, files, f"{sum(len(s) for s in result['runs'].values())} probe runs with a theory.json")
 
 

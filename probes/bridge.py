@@ -191,19 +191,22 @@ def theory_result(run_dir: Path, data: TokenData, device: str = "cpu", threads: 
             "seconds": time.perf_counter() - t0, "provenance": provenance(threads, "cpu")}
 
 
-def is_current(run_dir: Path, target: Path | None = None) -> bool:
-    """Whether ``target`` (default run_dir/theory.json) is of this ``VERSION`` and newer than the run's weights and
-    eval.json, so that ``accum probe theory`` may skip the run."""
+def is_current(run_dir: Path, target: Path | None = None, wanted: dict | None = None) -> bool:
+    """Whether ``target`` (default run_dir/theory.json) is of this ``VERSION``, newer than the run's weights and
+    eval.json and computed with the ``BridgeConfig`` values in ``wanted`` (field: value; its saved "bridge_config"),
+    so that ``accum probe theory`` may skip the run."""
     target = Path(run_dir) / THEORY_RESULTS if target is None else Path(target)
     if not target.is_file():
         return False
     inputs = [Path(run_dir) / name for name in (WEIGHTS, EVAL_RESULTS, RESULTS)]
     newest = max((p.stat().st_mtime for p in inputs if p.is_file()), default=0.0)
     try:
-        version = read_json(target).get("version")
+        saved = read_json(target)
     except (ValueError, OSError):
         return False
-    return version == VERSION and target.stat().st_mtime >= newest
+    config = saved.get("bridge_config")
+    same = all(isinstance(config, dict) and config.get(k) == v for k, v in (wanted or {}).items())
+    return saved.get("version") == VERSION and same and target.stat().st_mtime >= newest
 
 
 def summary_line(run_dir: Path, res: dict) -> str:

@@ -222,9 +222,12 @@ def run_theory(args: argparse.Namespace, device: str) -> None:
     configs = [finished_run_config(run_dir) for run_dir in args.run_dirs]  # every folder checked before any work
     given = {k: getattr(args, k) for k in ("windows", "streams") if getattr(args, k) is not None}
     cfg = BridgeConfig(**given) if given else None
+    # a current theory.json was computed with these values: the ones given, the defaults of the others (windows
+    # without --windows depends on the data's size, see bridge.theory_result)
+    wanted = {**{k: v for k, v in BridgeConfig().to_dict().items() if k != "windows"}, **given}
     for run_dir, tcfg in zip(args.run_dirs, configs):
         target = run_dir / THEORY_RESULTS if args.out is None else args.out
-        if not args.force and is_current(run_dir, target):
+        if not args.force and is_current(run_dir, target, wanted):
             print(f"{run_dir}: theory.json is current, skipped")
             continue
         with reserve_output(target, "--out") as out:  # proven writable before any work

@@ -317,8 +317,9 @@ def bpe_cache_base(cache_dir: Path, train_text_sha256: str, vocab: int) -> Path:
 def bpe_data(text: str, val_fraction: float, vocab: int, cache_dir: Path) -> BpeData:
     """Split ``text`` by characters as ``char_data`` does, train BPE on the training part, encode both parts.
 
-    Cached in ``cache_dir/bpe/<sha256(train text)[:16]>-<vocab>.json`` (tokenizer) and ``.npz`` (ids); a
-    cache entry whose tokenizer hash differs from its recorded one is rebuilt.
+    Cached in ``cache_dir/bpe/<sha256(train text)[:16]>-<vocab>.json`` (tokenizer) and ``.npz`` (ids); the ids
+    are reused only when the tokenizer's sha256 and the validation text's (the train text and vocab name the entry)
+    are the ones recorded with them, else encoded again.
     """
     check_val_fraction(val_fraction)
     check_bpe_vocab(vocab)
@@ -332,12 +333,14 @@ def bpe_data(text: str, val_fraction: float, vocab: int, cache_dir: Path) -> Bpe
         tok_json = train_bpe(train_text, vocab).to_str()
         _write_bytes(json_path, tok_json.encode())
     tok_sha = hashlib.sha256(tok_json.encode()).hexdigest()
+    val_sha = hashlib.sha256(val_text.encode()).hexdigest()
     cached = np.load(ids_path) if ids_path.exists() else None
-    if cached is None or str(cached["tokenizer_sha256"]) != tok_sha:
+    if cached is None or {k: str(cached[k]) if k in cached else None for k in ("tokenizer_sha256", "val_text_sha256")} \
+            != {"tokenizer_sha256": tok_sha, "val_text_sha256": val_sha}:
         tok = Tokenizer.from_str(tok_json)
         train_ids, val_ids = encode_ids(tok, train_text).numpy(), encode_ids(tok, val_text).numpy()
         buf = io.BytesIO()
-        np.savez(buf, train=train_ids, val=val_ids, tokenizer_sha256=np.array(tok_sha))
+        np.savez(buf, train=train_ids, val=val_ids, tokenizer_sha256=np.array(tok_sha), val_text_sha256=np.array(val_sha))
         _write_bytes(ids_path, buf.getvalue())
     else:
         train_ids, val_ids = cached["train"], cached["val"]

@@ -78,6 +78,15 @@ def position_nll(model: ProbeModel, x: torch.Tensor, y: torch.Tensor, chunk: int
     return out, (sums / count if count else torch.full_like(sums, float("nan")))
 
 
+def window_noise(model: ProbeModel, windows: int, length: int, generator: torch.Generator) -> torch.Tensor | None:
+    """The model's draws for ``windows`` consecutive windows of ``length`` tokens, (windows, length, ...), drawn one
+    window at a time (``ProbeModel.draw_noise(1, length)``): window w gets the w-th draw from ``generator`` however
+    the windows are batched, so an evaluation does not depend on ``tokens_per_batch`` (the random arms' U[0, 1)
+    stream is the same either way; the family arms seed one path set per call).  None for arms without draws."""
+    draws = [model.draw_noise(1, length, generator) for _ in range(windows)]
+    return None if draws[0] is None else torch.cat(draws)
+
+
 def evaluate_length(model: ProbeModel, val_ids: torch.Tensor, seq_len: int, multiplier: int, cfg: EvalConfig,
                     generator: torch.Generator, device: str = "cpu") -> dict:
     """Perplexity and far attention mass of ``model`` on windows of length multiplier * seq_len.
@@ -85,7 +94,9 @@ def evaluate_length(model: ProbeModel, val_ids: torch.Tensor, seq_len: int, mult
     Returns {"multiplier", "length", "windows", "tokens", "nll", "ppl", "ppl_last_segment",
     "segment_nll" (mean NLL per seq_len-long segment), "window_nll" (mean NLL of each window, in order),
     "far_mass" ([layer][head], None at 1x), "far_mass_mean" (over layers and heads; None at 1x), "seconds" (wall),
-    "cpu_seconds" (this process's CPU time)}.
+    "cpu_seconds" (this process's CPU time)}.  Windows go ``tokens_per_batch // length`` (at least one) to a
+    forward call, each drawn its own noise (``window_noise``), in calls of ``chunk`` tokens: neither size changes a
+    number (tests/probes/test_probes_evaluate.py).
     """
     length = multiplier * seq_len
     x, y = eval_windows(val_ids, length, cfg.n_tokens)
@@ -96,7 +107,7 @@ def evaluate_length(model: ProbeModel, val_ids: torch.Tensor, seq_len: int, mult
     t0, c0 = time.perf_counter(), time.process_time()
     for b in range(0, x.shape[0], per_call):
         xb, yb = x[b:b + per_call].to(device), y[b:b + per_call].to(device)
-        noise = model.draw_noise(xb.shape[0], length, generator)
+        noise = window_noise(model, xb.shape[0], length, generator)
         noise = None if noise is None else noise.to(device)
         nll, far = position_nll(model, xb, yb, cfg.chunk, noise, seq_len)
         sums += nll.sum(0).cpu()

@@ -77,6 +77,18 @@ def _finished(path: Path, key: str, expected: dict, normalise=lambda d: d) -> di
     return res if isinstance(saved, dict) and normalise(saved) == expected and res.get("finished", True) else None
 
 
+def evaluation_key(eval_cfg: EvalConfig, analysis_multiplier: int, analysis_windows: int) -> dict:
+    """What a run's eval.json was computed with besides its training config: the evaluation config and the attention
+    analysis' sizes, {"eval_config", "analysis_config"}; a stored evaluation is reused only under the same key."""
+    return {"eval_config": eval_cfg.to_dict(),
+            "analysis_config": {"multiplier": analysis_multiplier, "windows": analysis_windows}}
+
+
+def sweep_evaluation_key(cfg: SweepConfig) -> dict:
+    """``evaluation_key`` of the sweep's evaluation config and analysis sizes."""
+    return evaluation_key(cfg.eval, cfg.analysis_multiplier, cfg.analysis_windows)
+
+
 def evaluate_run(run_dir: Path, data: TokenData, eval_cfg: EvalConfig, analysis_multiplier: int,
                  analysis_windows: int, device: str, threads: int) -> dict:
     """Perplexity per length and the attention analysis of the finished run in ``run_dir``."""
@@ -88,8 +100,7 @@ def evaluate_run(run_dir: Path, data: TokenData, eval_cfg: EvalConfig, analysis_
     x, _ = eval_windows(data.val, analysis_multiplier * tcfg.seq_len, analysis_windows * analysis_multiplier * tcfg.seq_len)
     gen = torch.Generator().manual_seed(eval_cfg.seed + 1)
     analysis = analyse(model, x.to(device), tcfg.seq_len, gen)
-    return {"train_config": tcfg.to_dict(), "eval_config": eval_cfg.to_dict(),
-            "analysis_config": {"multiplier": analysis_multiplier, "windows": analysis_windows},
+    return {"train_config": tcfg.to_dict(), **evaluation_key(eval_cfg, analysis_multiplier, analysis_windows),
             "lengths": lengths, "analysis": analysis, "seconds": time.perf_counter() - t0,
             "provenance": provenance(threads, device)}
 
@@ -120,12 +131,15 @@ def run_summary(tres: dict, eres: dict) -> dict:
 
 
 def finished_run(cfg: SweepConfig, out_dir: Path, arm: str, seed: int) -> dict | None:
-    """The summary of a finished run of ``cfg`` from its train.json and eval.json (no weights), else None."""
+    """The summary of a finished run of ``cfg`` from its train.json and eval.json (no weights), else None: reused
+    only when both hold the run's training config and eval.json its ``sweep_evaluation_key`` (evaluation config and
+    analysis sizes)."""
     folder = run_dir(out_dir, arm, seed)
     tcfg = cfg.run_config(arm, seed).to_dict()
     tres = _finished(folder / RESULTS, "config", tcfg, TrainConfig.normalised)
     eres = _finished(folder / EVAL_RESULTS, "train_config", tcfg, TrainConfig.normalised)
-    if tres is None or eres is None or eres.get("eval_config") != cfg.eval.to_dict():
+    key = sweep_evaluation_key(cfg)
+    if tres is None or eres is None or any(eres.get(k) != v for k, v in key.items()):
         return None
     return run_summary(tres, eres)
 
@@ -135,7 +149,8 @@ def check_run_folder(cfg: SweepConfig, out_dir: Path, arm: str, seed: int) -> No
     a committed run is never rewritten (use another --out)."""
     folder = run_dir(out_dir, arm, seed)
     tcfg = cfg.run_config(arm, seed).to_dict()
-    for name, key, want in ((RESULTS, "config", tcfg), (EVAL_RESULTS, "eval_config", cfg.eval.to_dict())):
+    evaluated = sweep_evaluation_key(cfg)
+    for name, key, want in ((RESULTS, "config", tcfg), *((EVAL_RESULTS, k, v) for k, v in evaluated.items())):
         path = folder / name
         if not path.exists():
             continue

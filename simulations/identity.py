@@ -52,15 +52,19 @@ def job_seed(root_seed: int, config: dict[str, Any], replicate: int) -> int:
     return sum(int(w) << (32 * i) for i, w in enumerate(ss.generate_state(4, np.uint32)))
 
 
-def measure_modules() -> tuple[str, ...]:
-    """``accum.simulations.measure`` and every module of this package it imports, transitively.
+def import_closure(package: str, start: str) -> tuple[str, ...]:
+    """``package.start`` and every module of ``package`` it imports by a relative import (``from .x import ...``,
+    ``from . import x``), transitively, sorted: the sources its numbers can depend on within the package.
 
-    Found by parsing relative imports (``ast``) from ``measure.py``: these are the sources a measurement's
-    numbers can depend on; editing any other module (the CLI, this sweep driver) leaves results valid.
+    Found by parsing (``ast``) the files in the package's folder (``importlib.util.find_spec``), nothing imported;
+    absolute imports (other packages, ``accum.runtime``) are not followed.
     """
-    here = Path(__file__).resolve().parent
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ParamError(f"{package!r} is not a package to fingerprint")
+    here = Path(list(spec.submodule_search_locations)[0])
     seen: set[str] = set()
-    todo = ["measure"]
+    todo = [start]
     while todo:
         name = todo.pop()
         if name in seen or not (here / f"{name}.py").is_file():
@@ -69,7 +73,15 @@ def measure_modules() -> tuple[str, ...]:
         for node in ast.walk(ast.parse((here / f"{name}.py").read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.level == 1:
                 todo += [node.module.split(".")[0]] if node.module else [a.name for a in node.names]
-    return tuple(f"{__package__}.{name}" for name in sorted(seen))
+    return tuple(f"{package}.{name}" for name in sorted(seen))
+
+
+def measure_modules() -> tuple[str, ...]:
+    """``accum.simulations.measure`` and every module of this package it imports, transitively (``import_closure``):
+    the sources a measurement's numbers can depend on; editing any other module (the CLI, this sweep driver)
+    leaves results valid.
+    """
+    return import_closure(__package__, "measure")
 
 
 def job_modules(package_modules: tuple[str, ...], family: str) -> tuple[str, ...]:

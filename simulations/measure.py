@@ -383,7 +383,8 @@ def measure(quantity: str, family: str, family_args: dict | None = None, options
 
 
 def config_from_record(record: dict, source: str) -> tuple[str, str, dict, dict, int]:
-    """(quantity, family, params, options, seed) of a saved measurement record, to run it again exactly."""
+    """(quantity, family, params, options, seed) of a saved measurement record, to run it again exactly: the seed is
+    the record's own (a sweep job's 128-bit seed included), refused naming ``source`` unless an integer >= 0."""
     config = record.get("config")
     ok = (record.get("kind") == "measurement" and isinstance(config, dict)
           and isinstance(config.get("quantity"), str) and isinstance(config.get("family"), str)
@@ -391,4 +392,8 @@ def config_from_record(record: dict, source: str) -> tuple[str, str, dict, dict,
     if not ok:
         raise ParamError(f"--from {source}: not a measurement record (kind measurement with config quantity, "
                          "family, params, options)")
-    return config["quantity"], config["family"], config["params"], config["options"], record.get("seed")
+    try:
+        seed = check_seed(record.get("seed"))
+    except ParamError as err:
+        raise ParamError(f"--from {source}: {err}") from None
+    return config["quantity"], config["family"], config["params"], config["options"], seed

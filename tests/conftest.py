@@ -11,6 +11,7 @@ states its budget; the suite's total stays below 1e-3.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import os
@@ -32,6 +33,69 @@ def assert_within(measured, stderr, predicted, budget: float, floor: float = 1e-
     """Fail with the z scores unless every point of ``measured`` +- ``stderr`` agrees with ``predicted``."""
     ok, z = within_budget(measured, stderr, predicted, budget, floor)
     assert ok, f"max |z| = {np.max(np.abs(z)):.2f} over {z.size} points: z = {z}"
+
+
+def other_values(spec) -> list:
+    """A few values of the ``ParamSpec`` ``spec`` other than its default, each within its declared range."""
+    d = spec.default
+    if spec.kind == "choice":
+        candidates = list(spec.choices)
+    elif spec.kind == "int":
+        candidates = [d + 2, d - 2, d + 1, d - 1, 2 * d]
+    else:
+        candidates = [d + 0.25, d - 0.25, 1.5 * d, 0.5 * d]
+    out = []
+    for value in candidates:
+        if value == d:
+            continue
+        try:
+            out.append(spec.validate(value))
+        except ValueError:
+            continue
+    return out
+
+
+def family_variants(name: str, base: dict | None = None) -> dict[str, list]:
+    """{parameter: [families]}: the built-in family ``name`` (with ``base`` parameters) with each of its parameters
+    changed to each valid other value (with the parameters it only applies with, ``only_with``, set to allow it);
+    every parameter gets at least one family, so a new parameter is enumerated too."""
+    from accum.simulations.families import FAMILIES, make_family
+    from accum.simulations.params import ParamError
+
+    base = base or {}
+    specs = {spec.name: spec for spec in FAMILIES[name].PARAMS}
+    out: dict[str, list] = {}
+    for spec in specs.values():
+        out[spec.name] = []
+        for value in other_values(spec):
+            params, needs = {**base, spec.name: value}, spec.only_with
+            while needs is not None:                      # e.g. stay needs source = markov, which needs law = token
+                params[needs[0]] = needs[1][0]
+                needs = specs[needs[0]].only_with
+            try:
+                out[spec.name].append(make_family(name, **params))
+            except ParamError:
+                continue
+        assert out[spec.name], f"{name}: no valid other value of {spec.name}"
+    return out
+
+
+#: modules whose import ``accum_modules_loaded`` reports, in order (one interpreter for all of them)
+FINGERPRINTED_ENTRIES = ("accum.simulations.measure", "accum.report_plan", "accum.calibration")
+
+
+@functools.lru_cache(maxsize=1)
+def accum_modules_loaded() -> dict[str, frozenset]:
+    """{module: the ``accum`` modules loaded once it is imported} for each of ``FINGERPRINTED_ENTRIES``, imported in
+    turn by one fresh interpreter (each set includes the earlier ones' modules), less the packages themselves and the
+    two modules that hold no numbers (``accum.errors``: exception types; ``accum.runtime``: progress and threads)."""
+    code = ("import importlib, sys\n"
+            f"for name in {FINGERPRINTED_ENTRIES!r}:\n"
+            "    importlib.import_module(name)\n"
+            "    print(name, *sorted(m for m in sys.modules if m.startswith('accum')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=ENV).stdout
+    skip = {"accum", "accum.errors", "accum.runtime", "accum.simulations", "accum.theory"}
+    return {line.split()[0]: frozenset(line.split()[1:]) - skip for line in out.splitlines()}
 
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

@@ -1,5 +1,6 @@
 """probes.bridge, probes.steplaw and probes.theory_stats: accum's theory of tiny trained probes of every arm, its\naggregation, the `accum probe theory` command and figure 7."""
 
+import dataclasses
 import json
 import math
 import os
@@ -115,6 +116,12 @@ def test_theory_json_is_current_until_its_inputs_change(runs, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(root / "random" / "seed0", run)
     assert bridge.is_current(run)
+    saved = json.loads((run / bridge.THEORY_RESULTS).read_text())["bridge_config"]
+    assert set(saved) == {f.name for f in dataclasses.fields(bridge.BridgeConfig)}
+    assert bridge.is_current(run, wanted=saved)
+    for name, value in saved.items():  # computed with another value of any BridgeConfig field: not current
+        other = (value + 1) if isinstance(value, int) else value / 2
+        assert not bridge.is_current(run, wanted={**saved, name: other}), name
     (run / EVAL_RESULTS).touch()
     os.utime(run / EVAL_RESULTS, (time.time() + 10, time.time() + 10))
     assert not bridge.is_current(run)
@@ -137,13 +144,28 @@ def test_bad_input_is_one_line_and_writes_nothing(argv, fragment, runs, tmp_path
     assert not out.exists()
 
 
-def test_theory_command_skips_current_runs(runs, capsys):
-    """A run whose theory.json is current is skipped (``bridge.is_current``), one line per run."""
+def test_theory_command_skips_current_runs(runs, tmp_path, monkeypatch, capsys):
+    """A run whose theory.json is current -- newer than its inputs and computed with the values asked for (those
+    given, the defaults of the others but windows) -- is skipped (``bridge.is_current``), one line per run; one
+    computed with other values is computed again (``theory_result`` stubbed here: the fixture's runs are trained on
+    the tests' text, which the command does not load)."""
     root, _ = runs
-    runs_given = [str(root / arm / "seed0") for arm in ("alibi", "path")]
-    assert main(["probe", "theory", "--run", *runs_given, "--threads", "1"]) == 0
-    printed = capsys.readouterr().out.splitlines()
-    assert printed == [f"{r}: theory.json is current, skipped" for r in runs_given]
+    runs_given = [tmp_path / arm for arm in ("alibi", "path")]
+    wanted = {**bridge.BridgeConfig().to_dict(), "windows": 8, "streams": 32}
+    for arm, run in zip(("alibi", "path"), runs_given):
+        shutil.copytree(root / arm / "seed0", run)
+        saved = json.loads((run / bridge.THEORY_RESULTS).read_text())
+        write_json(run / bridge.THEORY_RESULTS, {**saved, "bridge_config": wanted})
+    computed = []
+    monkeypatch.setattr("accum.probes.cli.load_data", lambda cfg, data_dir: (None, {}))
+    monkeypatch.setattr("accum.probes.cli.theory_result", lambda run, data, device, threads, cfg: computed.append(
+        (run, cfg)) or {"arm": "x", "applies_share": 1.0, "seconds": 0.0})
+    command = ["probe", "theory", "--run", *map(str, runs_given), "--windows", "8", "--streams", "32", "--threads", "1"]
+    assert main(command) == 0 and computed == []
+    assert capsys.readouterr().out.splitlines() == [f"{r}: theory.json is current, skipped" for r in runs_given]
+    assert main([*command[:-3], "16", "--threads", "1"]) == 0
+    assert [run for run, _ in computed] == runs_given and computed[0][1].streams == 16
+    assert "skipped" not in capsys.readouterr().out
 
 
 def sigmoid(x):

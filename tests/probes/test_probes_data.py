@@ -162,6 +162,26 @@ def test_bpe_data_splits_by_characters_trains_on_train_only_and_caches(tmp_path,
     assert len(list((tmp_path / "bpe").iterdir())) == 2
 
 
+def test_the_bpe_cache_changes_with_everything_its_data_depend_on(tmp_path, monkeypatch):
+    """The BPE cache entry is named by the training text and the vocab; its ids are reused only for the same
+    tokenizer and validation text.  Each of the four (train text, via the text or val_fraction; vocab; validation
+    text alone, the same training text) gives the ids a fresh encoding of that text would give."""
+    text = BPE_TEXT + "Zebra quartz vexing jumbled wyvern.\n" * 5
+    first = D.bpe_data(text, 0.05, 300, tmp_path)
+    n_val = round(0.05 * len(text))
+    other_val = text[:-n_val] + "x" * n_val                        # same training text, another validation text
+    cases = {"vocab": (text, 0.05, 301), "val_fraction": (text, 0.1, 300), "text": ("Q" + text, 0.05, 300),
+             "validation text": (other_val, 0.05, 300)}
+    for what, (t, fraction, vocab) in cases.items():
+        got = D.bpe_data(t, fraction, vocab, tmp_path)
+        n = round(fraction * len(t))
+        assert got.decode(got.val) == t[-n:] and got.decode(got.train) == t[:-n], what
+        fresh = D.bpe_data(t, fraction, vocab, tmp_path / what)
+        assert torch.equal(got.val, fresh.val) and torch.equal(got.train, fresh.train), what
+    again = D.bpe_data(text, 0.05, 300, tmp_path)
+    assert torch.equal(again.val, first.val) and again.meta == first.meta
+
+
 @pytest.mark.parametrize("vocab", [256, 65537, 1.5, True])
 def test_bpe_vocab_is_checked(vocab, tmp_path):
     with pytest.raises(ValueError, match=r"bpe_vocab must be an integer in \[257, 65536\]"):

@@ -204,6 +204,20 @@ def test_path_scores_match_simulations_reference():
     assert torch.allclose(got[mask], ref[mask], rtol=0, atol=1e-11)
 
 
+def test_path_block_runs_the_products_in_score_order_by_hand():
+    """d = 2, beta = 2 (reflections), w_1 = e_1, w_2 at angle pi/8: A_2 A_1 = R(pi/4), so with q = e_2, k = e_1 the
+    PaTH block gives s_20 = sin(pi/4) (the other order would give -sin(pi/4)), s_21 = e_2^T A_2 e_1 = -sin(pi/4) and
+    s_10 = e_2^T diag(-1, 1) e_1 = 0 (hand-derived; tests/simulations/test_families.py holds the engine to the same)."""
+    a = math.pi / 8
+    w = torch.tensor([[1.0, 0.0], [1.0, 0.0], [math.cos(a), math.sin(a)]], dtype=torch.float64)
+    q = torch.tensor([[0.0, 1.0]] * 3, dtype=torch.float64)
+    k = torch.tensor([[1.0, 0.0]] * 3, dtype=torch.float64)
+    scores, _ = tf.path_block(q, k, w, torch.full((3,), 2.0, dtype=torch.float64), torch.zeros(0, 2, dtype=torch.float64))
+    assert scores[2, 0].item() == pytest.approx(math.sqrt(0.5), abs=1e-14)
+    assert scores[2, 1].item() == pytest.approx(-math.sqrt(0.5), abs=1e-14)
+    assert scores[1, 0].item() == pytest.approx(0.0, abs=1e-14)
+
+
 def dense_rotation(theta):
     """Block-diagonal interleaved SO(2) matrix for angles (P,): (2P, 2P)."""
     p = theta.shape[0]
@@ -358,6 +372,54 @@ def test_alibi_slopes_follow_the_papers_rule_for_every_head_count():
                  12: [-1, -2, -3, -4, -5, -6, -7, -8, -0.5, -1.5, -2.5, -3.5]}
     for h, want in exponents.items():
         torch.testing.assert_close(tf.alibi_slopes(h), 2.0 ** torch.tensor(want, dtype=torch.float64), rtol=1e-15, atol=0)
+
+
+def library_rope(x: torch.Tensor, base: float, sign: float = 1.0) -> torch.Tensor:
+    """The common libraries' RoPE, typed here: x (..., T, d), interleaved pairs (x_2b, x_2b+1) read as a complex
+    number and multiplied by exp(i m theta_b) at position m, inv_freq theta_b = 1 / base^(2b / d); ``sign`` = -1
+    turns the other way."""
+    t, d = x.shape[-2:]
+    inv_freq = 1.0 / base ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = sign * torch.arange(t, dtype=torch.float64)[:, None] * inv_freq
+    z = torch.complex(x[..., 0::2], x[..., 1::2]) * torch.exp(1j * angle)
+    return torch.stack((z.real, z.imag), dim=-1).flatten(-2)
+
+
+def causal_log_softmax(scores: torch.Tensor) -> torch.Tensor:
+    t = scores.shape[-1]
+    return torch.log_softmax(scores.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf")), dim=-1)
+
+
+def test_rope_arm_attention_is_the_libraries_rope_with_omega_negated():
+    """The rope arm's attention weights against RoPE as the libraries write it (``library_rope``, no accum helper):
+    equal to it with omega -> -omega (accum's s_ij = q^T R((i - j) omega) k, docs/theory.md), and not to it as is.
+    Three planes per head (base 100: omega = 1, 100^(-1/3), 100^(-2/3)), asymmetric q and k."""
+    cfg = ModelConfig(arm="rope", vocab_size=VOCAB, d_model=12, n_heads=2, n_layers=1, rope_base=100.0)
+    attn = Attention(cfg).double()
+    x = torch.randn(1, 7, 12, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    weights = attn(x, tokens(1, 7), empty_state(1, cfg, x), None, need_weights=True).weights[0]
+    q, k, _ = (a[0] for a in attn.heads(x))
+    lower = torch.ones(7, 7, dtype=torch.bool).tril()
+    for sign, same in ((-1.0, True), (1.0, False)):
+        scores = library_rope(q, 100.0, sign) @ library_rope(k, 100.0, sign).transpose(-1, -2) / math.sqrt(6)
+        want = causal_log_softmax(scores)
+        assert torch.allclose(weights.log()[:, lower], want[:, lower], rtol=0, atol=1e-12) == same
+
+
+def test_alibi_arm_attention_uses_the_papers_slopes_for_eight_heads():
+    """Press et al. 2022, sec. 3: "For a model with 8 heads, m is 1/2^1, 1/2^2, ..., 1/2^8", the score of key j at
+    query i biased by -m (i - j): the alibi arm's weights against softmax(q k^T / sqrt(d) - m_h (i - j)) with those
+    numbers typed here."""
+    cfg = ModelConfig(arm="alibi", vocab_size=VOCAB, d_model=16, n_heads=8, n_layers=1)
+    attn = Attention(cfg).double()
+    x = torch.randn(1, 6, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    weights = attn(x, tokens(1, 6), empty_state(1, cfg, x), None, need_weights=True).weights[0]
+    q, k, _ = (a[0] for a in attn.heads(x))
+    slopes = torch.tensor([1 / 2, 1 / 4, 1 / 8, 1 / 16, 1 / 32, 1 / 64, 1 / 128, 1 / 256], dtype=torch.float64)
+    distance = (torch.arange(6)[:, None] - torch.arange(6)[None, :]).to(torch.float64)
+    want = causal_log_softmax(q @ k.transpose(-1, -2) / math.sqrt(2) - slopes[:, None, None] * distance)
+    lower = torch.ones(6, 6, dtype=torch.bool).tril()
+    assert torch.allclose(weights.log()[:, lower], want[:, lower], rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("kwargs,name", [({"arm": "xpos"}, "arm"), ({"d_model": 30, "n_heads": 4}, "d_model"),

@@ -71,6 +71,25 @@ def test_measure_on_the_torch_backend_records_its_device(tmp_path):
     assert read_record(tmp_path / "again.json")["result"]["mean"] == a["mean"]
 
 
+def test_measure_from_takes_the_seed_of_the_record(tmp_path, capsys):
+    """``measure_job`` (this module's reading of --from) hands on the record's seed: a record at --seed 7 re-runs at
+    seed 7 with the same numbers, and its seed is not the default 0 (which gives other numbers)."""
+    args = ["score-gap", "--family", "householder", "--param", "dim=5", "--opt", "offset=3", "--opt", "samples=40"]
+    first, again, zero = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "z.json"
+    assert main(["measure", *args, "--seed", "7", "--json", str(first)]) == 0
+    assert main(["measure", "--from", str(first), "--json", str(again)]) == 0
+    assert main(["measure", *args, "--json", str(zero)]) == 0
+    a, b, z = (read_record(p) for p in (first, again, zero))
+    assert a["seed"] == b["seed"] == 7 and z["seed"] == 0
+    assert a["result"] == b["result"] != z["result"]
+    bad = json.loads(first.read_text())
+    bad["seed"] = -4
+    first.write_text(json.dumps(bad))
+    capsys.readouterr()
+    assert main(["measure", "--from", str(first)]) == 2
+    assert f"--from {first}: seed must be an integer >= 0, got -4" in capsys.readouterr().err
+
+
 def test_check_is_wired_and_its_exit_status_follows_the_condition(capsys):
     assert main(["check", "householder", "--param", "dim=6", "--param", "beta=1", "--samples", "600"]) == 0
     assert main(["check", "householder", "--param", "dim=6", "--param", "beta=0", "--samples", "600"]) == 1

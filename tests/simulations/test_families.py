@@ -1,6 +1,7 @@
 """Family construction, validation and samplers (distribution checks with stated tolerances)."""
 
 import dataclasses
+import math
 from typing import ClassVar
 
 import numpy as np
@@ -11,6 +12,7 @@ from accum.simulations.laws import LAWS, Token
 from accum.simulations.params import ParamError, ParamSpec, param_dataclass, parse_assignments
 from accum.simulations.steps import AngleSteps
 from accum.simulations.stats import z_threshold
+from accum.theory import prediction
 
 # each statistical check below may fail a correct sampler with probability 1e-5
 K = z_threshold(1e-5)
@@ -136,12 +138,22 @@ def test_householder_contracts_along_w_only():
 
 
 def test_haar_moments_diaconis_shahshahani():
-    # For Haar U on O(d), d >= 2: E tr U = 0, E (tr U)^2 = 1 (Diaconis & Shahshahani 1994); SO(d), d >= 3: det = +1.
-    n = 20000
-    mats = make_family("haar", dim=4).sample(np.random.default_rng(2), 1, n).dense()[:, 0]
-    tr = np.trace(mats, axis1=1, axis2=2)
-    assert abs(tr.mean()) <= K * tr.std() / np.sqrt(n)
-    assert abs((tr**2).mean() - 1) <= K * (tr**2).std() / np.sqrt(n)
+    """Haar on O(d), d >= 2: E tr = 0 and E tr^2 = 1 (the number of invariants of V (x) V); on O(8) also
+    E tr^4 = 3, the normal's (Diaconis & Shahshahani 1994: moments j <= d/2 of the trace are those of N(0, 1)); on
+    SO(3) E tr^2 = 1 too, and SO(d) has det = +1.  Each a z test on 20000 draws, budget 1e-5 shared over the 9 of them."""
+    from conftest import assert_within
+
+    measured, stderr, expected = [], [], []
+    for d, group, powers in ((2, "O", {1: 0.0, 2: 1.0}), (3, "O", {1: 0.0, 2: 1.0}), (8, "O", {1: 0.0, 2: 1.0, 4: 3.0}),
+                             (3, "SO", {1: 0.0, 2: 1.0})):
+        a = make_family("haar", dim=d, group=group).sample(np.random.default_rng(40 + d), 1, 20000).dense()[:, 0]
+        tr = np.trace(a, axis1=-2, axis2=-1)
+        for power, value in powers.items():
+            x = tr**power
+            measured.append(x.mean())
+            stderr.append(x.std(ddof=1) / np.sqrt(x.size))
+            expected.append(value)
+    assert_within(measured, stderr, expected, 1e-5)
     special = make_family("haar", dim=4, group="SO").sample(np.random.default_rng(2), 1, 50).dense()[:, 0]
     np.testing.assert_allclose(np.linalg.det(special), 1.0, atol=1e-12)
 
@@ -290,3 +302,91 @@ def test_param_dataclass_runs_the_classes_own_post_init_after_validating():
         Law(2.0, 1.0)
     with pytest.raises(ParamError, match="'hi' = inf is not finite"):
         Law(hi=float("inf"))
+
+
+# ------------------------------------------------------------------ Haar and PaTH against outside values
+
+def _haar_statistics(a: np.ndarray) -> dict[str, np.ndarray]:
+    """Scalar statistics of (n, d, d) matrices whose law the two-sample test compares: the trace and two entries."""
+    return {"trace": np.trace(a, axis1=-2, axis2=-1), "a00": a[:, 0, 0], "a_last_0": a[:, -1, 0]}
+
+
+HAAR_CASES = [(2, "O"), (3, "O"), (5, "O"), (2, "SO"), (3, "SO"), (4, "SO")]
+
+
+def test_haar_steps_match_scipys_samplers_by_a_two_sample_test():
+    """The haar family against scipy.stats.ortho_group / special_ortho_group (an outside sampler): two-sample
+    Kolmogorov-Smirnov tests of the trace and two entries, 3000 draws each, at a false-failure budget of 1e-5
+    shared over the 18 tests.  Power: the same tests reject QR without the sign fix (Mezzadri 2007: not Haar)
+    with p < 1e-20 for every case."""
+    from scipy import stats
+
+    n, budget = 3000, 1e-5
+    level = budget / (len(HAAR_CASES) * 3)
+    for d, group in HAAR_CASES:
+        ours = make_family("haar", dim=d, group=group).sample(np.random.default_rng(10 + d), 1, n).dense()[:, 0]
+        outside = (stats.special_ortho_group if group == "SO" else stats.ortho_group).rvs(
+            dim=d, size=n, random_state=np.random.default_rng(20 + d))
+        unfixed = np.linalg.qr(np.random.default_rng(30 + d).normal(size=(n, d, d)))[0]
+        mine, theirs, bad = (_haar_statistics(a) for a in (ours, outside, unfixed))
+        for name in mine:
+            assert stats.ks_2samp(mine[name], theirs[name]).pvalue > level, (d, group, name)
+        assert min(stats.ks_2samp(bad[name], theirs[name]).pvalue for name in bad) < 1e-20, (d, group)
+
+
+def test_haar_so3_rotation_angle_has_the_weyl_density():
+    """A Haar rotation of SO(3) turns by theta in [0, pi] with density (1 - cos theta) / pi (Weyl's integration
+    formula), CDF (theta - sin theta) / pi; tr = 1 + 2 cos theta.  One-sample KS on 5000 draws, budget 1e-5; the
+    uniform angle (a plausible wrong sampler) is rejected."""
+    from scipy import stats
+
+    a = make_family("haar", dim=3, group="SO").sample(np.random.default_rng(3), 1, 5000).dense()[:, 0]
+    theta = np.arccos(np.clip((np.trace(a, axis1=-2, axis2=-1) - 1) / 2, -1, 1))
+    cdf = lambda t: (t - np.sin(t)) / np.pi  # noqa: E731
+    assert stats.kstest(theta, cdf).pvalue > 1e-5
+    assert stats.kstest(np.random.default_rng(4).uniform(0, np.pi, 5000), cdf).pvalue < 1e-20
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.3, 1.0, 1.7, 2.0])
+def test_path_factor_spectrum_by_hand(beta):
+    """A = I - beta w w^T (unit w, PaTH): A w = (1 - beta) w and A u = u for u orthogonal to w, so its eigenvalues
+    are 1 - beta (once) and 1 (d - 1 times), det A = 1 - beta, and A^T A - I = ((1 - beta)^2 - 1) w w^T vanishes
+    only at beta in {0, 2}."""
+    d = 5
+    steps = make_family("householder", dim=d, beta=beta).sample(np.random.default_rng(7), 1, 1)
+    a, w = steps.dense()[0, 0], steps.w[0, 0]
+    assert np.linalg.norm(w) == pytest.approx(1.0, abs=1e-14)
+    np.testing.assert_allclose(a @ w, (1 - beta) * w, atol=1e-14)
+    u = np.random.default_rng(8).normal(size=d)
+    u -= (u @ w) * w
+    np.testing.assert_allclose(a @ u, u, atol=1e-14)
+    np.testing.assert_allclose(np.sort(np.linalg.eigvalsh(a)), sorted([1 - beta] + [1.0] * (d - 1)), atol=1e-13)
+    assert np.linalg.det(a) == pytest.approx(1 - beta, abs=1e-13)
+    assert np.linalg.norm(a.T @ a - np.eye(d), 2) == pytest.approx(abs((1 - beta) ** 2 - 1), abs=1e-13)
+    assert (np.linalg.norm(a.T @ a - np.eye(d)) < 1e-12) == (beta in (0.0, 2.0))
+
+
+def test_path_products_run_in_score_order_by_hand():
+    """d = 2, beta = 2, w_1 = e_1 (angle 0), w_2 at angle pi/8: each step is a reflection and
+    A_2 A_1 = R(2 (pi/8 - 0)) = R(pi/4) (two reflections make a rotation by twice the angle between them), so with
+    q = e_2, k = e_1, s_20 = q^T A_2 A_1 k = sin(pi/4); the other order A_1 A_2 = R(-pi/4) would give -sin(pi/4)."""
+    from accum.simulations.steps import HouseholderSteps
+
+    a = np.pi / 8
+    w = np.array([[[1.0, 0.0], [1.0, 0.0], [np.cos(a), np.sin(a)]]])  # token 0's step never enters a score
+    steps = HouseholderSteps(w, np.full((1, 3), 2.0))
+    q, k = np.tile([0.0, 1.0], (1, 3, 1)), np.tile([1.0, 0.0], (1, 3, 1))
+    s = steps.scores(q, k)[0]
+    assert s[2, 0] == pytest.approx(math.sqrt(0.5), abs=1e-14)
+    # one reflection alone: A_1 = diag(-1, 1) gives e_2^T A_1 e_1 = 0; A_2 = [[-cos 2a, -sin 2a], [-sin 2a, cos 2a]]
+    assert s[1, 0] == pytest.approx(0.0, abs=1e-14) and s[2, 1] == pytest.approx(-math.sin(2 * a), abs=1e-14)
+    np.testing.assert_allclose(steps.dense()[0, 2] @ steps.dense()[0, 1],
+                               [[math.cos(2 * a), -math.sin(2 * a)], [math.sin(2 * a), math.cos(2 * a)]], atol=1e-15)
+
+
+def test_householder_mean_step_is_one_minus_beta_over_d():
+    """w uniform on the sphere: E[w w^T] = I / d (symmetry, trace 1), so E[A] = (1 - beta/d) I and, for i.i.d. steps,
+    c(n) = (1 - beta/d)^n q.k -- the theory's closed form against that hand derivation."""
+    d, beta, n = 5, 0.7, 6
+    got = prediction("coherence", make_family("householder", dim=d, beta=beta), steps=n).value
+    np.testing.assert_allclose(got, [(1 - beta / d) ** j for j in range(n + 1)], rtol=1e-14)

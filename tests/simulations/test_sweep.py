@@ -495,3 +495,62 @@ def test_unreachable_scheduler_is_one_line_with_exit_2(tmp_path, monkeypatch, ca
         status, err = accum_sweep([path, "--scheduler", "tcp://127.0.0.1:1", "--no-progress"], capsys)
     assert_refused(status, err, "--scheduler tcp://127.0.0.1:1: cannot connect")
     assert not calls and not result_files(tmp_path / "out")
+
+
+def job_hash(quantity: str, family: str, params: dict, options: dict, root_seed: int = 11, replicate: int = 0) -> str:
+    """The result-file name of the one job of a one-point grid."""
+    grid = grids.Grid("test", quantity, (grids.FamilyAxes(family, {k: (v,) for k, v in params.items()}),),
+                      {k: (v,) for k, v in options.items()}, (replicate,), root_seed, pathlib.Path("out"))
+    return sweep.plan(grid)[0].hash
+
+
+#: small options of every quantity (the job is planned, never run)
+SMALL = {"coherence": {"steps": 4, "samples": 8}, "product-norm": {"steps": 4, "samples": 8},
+         "onset": {"steps": 8, "samples": 8}, "window": {"context": 8, "samples": 8},
+         "score-gap": {"offset": 4, "samples": 8}, "near-weight": {"n_max": 50, "points": 3, "samples": 4},
+         "far-residual": {"n_max": 50, "points": 3, "samples": 4}, "drift": {"steps": 10}}
+
+
+def test_a_job_file_name_changes_with_every_family_parameter_and_option_the_seed_and_the_replicate(monkeypatch):
+    """The result file of a sweep job (and of a figure's job, the same file) is keyed by every declared parameter of
+    every built-in family, every option of every quantity (both enumerated from their ``ParamSpec`` lists), the root
+    seed and the replicate: changing any one of them names another file.  (The code version, the same for every job
+    here, is fingerprinted once.)"""
+    import functools
+
+    from conftest import family_variants, other_values
+    from accum.simulations.families import FAMILIES, family_params
+    from accum.simulations.measure import QUANTITIES
+
+    monkeypatch.setattr(sweep, "measure_modules", functools.lru_cache(identity.measure_modules))
+    monkeypatch.setattr(sweep, "code_identity", functools.lru_cache(identity.code_identity))
+
+    assert set(SMALL) == set(QUANTITIES)
+    for name in FAMILIES:
+        base = job_hash("coherence", name, {"dim": 4}, SMALL["coherence"])
+        assert base != job_hash("coherence", name, {"dim": 4}, SMALL["coherence"], root_seed=12)
+        assert base != job_hash("coherence", name, {"dim": 4}, SMALL["coherence"], replicate=1)
+        for param, families in family_variants(name, {"dim": 4}).items():
+            for family in families:
+                assert job_hash("coherence", name, family_params(family), SMALL["coherence"]) != base, (name, param)
+    for quantity, q in QUANTITIES.items():
+        base = job_hash(quantity, "so2-accumulated", {"dim": 4}, SMALL[quantity])
+        for spec in q.options:
+            changed = []
+            for value in other_values(spec):
+                if value == SMALL[quantity].get(spec.name, spec.default):
+                    continue
+                try:
+                    changed.append(job_hash(quantity, "so2-accumulated", {"dim": 4}, {**SMALL[quantity], spec.name: value}))
+                except ParamError:  # e.g. device = cuda on a machine without one
+                    continue
+            assert changed and base not in changed, (quantity, spec.name)
+
+
+def test_the_fingerprinted_modules_are_every_module_a_measurement_loads():
+    """Every module of the engine loaded by importing ``measure`` is in ``measure_modules`` (its numbers' sources)."""
+    from conftest import accum_modules_loaded
+
+    loaded = accum_modules_loaded()["accum.simulations.measure"]
+    assert "accum.simulations.estimators" in loaded
+    assert loaded <= set(identity.measure_modules()), loaded - set(identity.measure_modules())

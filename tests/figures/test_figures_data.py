@@ -1,0 +1,37 @@
+"""``figures.data``: a figure's data file is the sweep's file for the same job, so its cache key is the sweep's
+(tests/simulations/test_sweep.py holds that key to every family parameter and quantity option); the fields of a
+``CurveSpec`` that only draw (series, label, panel) do not enter it, the others do."""
+
+import dataclasses
+import functools
+import pathlib
+
+from accum.figures import data as fig_data
+from accum.figures.specs import CurveSpec, figure_specs
+from accum.simulations import grid as grids
+from accum.simulations import identity, sweep
+
+SEED = 3
+
+
+def test_every_figure_job_is_keyed_as_the_sweep_keys_it(monkeypatch):
+    """Every quick figure job's file name is the one ``accum sweep`` gives the same job (code fingerprinted once)."""
+    monkeypatch.setattr(sweep, "measure_modules", functools.lru_cache(identity.measure_modules))
+    monkeypatch.setattr(sweep, "code_identity", functools.lru_cache(identity.code_identity))
+    jobs = [job for spec in figure_specs(True) for job in spec.jobs]
+    for job, planned in zip(jobs, fig_data.plan(jobs, SEED)):
+        grid = grids.Grid("figure", job.quantity, (grids.FamilyAxes(job.family, {k: (v,) for k, v in job.params.items()}),),
+                          {k: (v,) for k, v in job.options.items()}, (0,), SEED, pathlib.Path("out"))
+        assert planned.hash == sweep.plan(grid)[0].hash, job
+
+
+def test_only_the_measured_fields_of_a_curve_enter_its_key():
+    job = CurveSpec("coherence", "householder", {"dim": 6}, {"steps": 4, "samples": 8}, "householder-2", "label", 0)
+    other = {"quantity": "product-norm", "family": "haar", "params": {"dim": 5}, "options": {"steps": 5, "samples": 8},
+             "series": "haar", "label": "another label", "panel": 1}
+    base = fig_data.plan([job], SEED)[0].hash
+    assert [f.name for f in dataclasses.fields(CurveSpec)] == list(other)
+    for name, value in other.items():
+        changed = fig_data.plan([dataclasses.replace(job, **{name: value})], SEED)[0].hash != base
+        assert changed == (name in ("quantity", "family", "params", "options")), name
+    assert fig_data.plan([job], SEED + 1)[0].hash != base

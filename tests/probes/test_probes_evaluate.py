@@ -1,0 +1,85 @@
+"""``probes.evaluate``: the perplexity and far attention mass of a length do not depend on how its windows are
+batched (``tokens_per_batch``) or cut into forward calls (``chunk``), for every arm, and equal a plain reference:
+one unchunked pass per window with explicit attention weights, aggregated in the test."""
+
+import math
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from accum.probes import analysis as A
+from accum.probes.data import eval_windows
+from accum.probes.evaluate import EvalConfig, evaluate_length
+from accum.probes.model import ARMS
+from accum.probes.train import TrainConfig, build_model
+
+from test_probes_model import arm_options
+from test_probes_train import DATA, TINY
+
+torch.set_num_threads(1)
+
+SEQ_LEN, MULTIPLIER, N_TOKENS = 16, 4, 5 * 64   # five windows of 64 tokens: batches of 2 leave an odd one out
+#: (chunk, tokens_per_batch): whole windows in one batch; one window per call in 5-token chunks; 2 windows per
+#: call in chunks that do not divide the window
+LAYOUTS = [(64, 4096), (5, 16), (24, 128)]
+KEYS = ("nll", "ppl", "ppl_last_segment", "segment_nll", "window_nll", "far_mass", "far_mass_mean", "windows", "tokens")
+
+
+def tiny_probe(arm: str):
+    """The tiny preset's shape in float64, PaTH's beta and the learned tables moved off their init."""
+    model = build_model(TrainConfig(arm=arm, **TINY, **arm_options(arm)), DATA.vocab_size).double().eval()
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "angle_gain" in name or "angle_table" in name or "beta" in name:
+                p.add_(0.5 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
+    return model
+
+
+def close(a, b) -> bool:
+    """Equal to fp64 roundoff, numbers or nested lists of them."""
+    return torch.allclose(torch.tensor(a, dtype=torch.float64), torch.tensor(b, dtype=torch.float64), rtol=1e-10,
+                          atol=1e-12)
+
+
+def evaluate(model, chunk: int, tokens_per_batch: int) -> dict:
+    cfg = EvalConfig(multipliers=(MULTIPLIER,), n_tokens=N_TOKENS, chunk=chunk, tokens_per_batch=tokens_per_batch)
+    return evaluate_length(model, DATA.val, SEQ_LEN, MULTIPLIER, cfg, torch.Generator().manual_seed(9))
+
+
+def plain_reference(model) -> dict:
+    """Each window alone, in one forward pass with explicit weights (``need_weights``), its noise the generator's
+    next draw for one window; NLL and far mass (``analysis.far_mass``: queries i >= L_train, keys j <= i - L_train)
+    averaged over windows, layers and heads here."""
+    length = MULTIPLIER * SEQ_LEN
+    x, y = eval_windows(DATA.val, length, N_TOKENS)
+    gen = torch.Generator().manual_seed(9)
+    nll, far = [], []
+    with torch.no_grad():
+        for xw, yw in zip(x, y):
+            noise = model.draw_noise(1, length, gen)
+            out = model(xw[None], None, noise, need_weights=True)
+            nll.append(F.cross_entropy(out.logits[0].float(), yw, reduction="none").double())
+            far.append(torch.stack([A.far_mass(w, SEQ_LEN) for w in out.weights]))
+    per_pos = torch.stack(nll).mean(0)
+    far_mass = torch.stack(far).mean(0)
+    return {"nll": per_pos.mean().item(), "window_nll": [v.mean().item() for v in nll],
+            "segment_nll": per_pos.view(MULTIPLIER, SEQ_LEN).mean(1).tolist(),
+            "far_mass": far_mass.tolist(), "far_mass_mean": far_mass.mean().item()}
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_far_mass_and_nll_do_not_depend_on_batching_or_chunking(arm):
+    model = tiny_probe(arm)
+    runs = [evaluate(model, chunk, per_batch) for chunk, per_batch in LAYOUTS]
+    first = runs[0]
+    assert first["windows"] == 5 and first["tokens"] == 5 * 64
+    for other in runs[1:]:
+        for key in KEYS:
+            assert close(other[key], first[key]), key
+    ref = plain_reference(model)
+    for key, value in ref.items():
+        assert close(first[key], value), key
+    assert first["ppl"] == pytest.approx(math.exp(ref["nll"]), rel=1e-12)
+    assert first["ppl_last_segment"] == pytest.approx(math.exp(ref["segment_nll"][-1]), rel=1e-12)

@@ -1,0 +1,90 @@
+"""``probes.sweep``'s reuse of stored runs: a finished run is reused from its JSON only under its key -- the run's
+training config (every ``TrainConfig`` field) and ``sweep_evaluation_key`` (every ``EvalConfig`` field and the
+analysis sizes).  The fields are enumerated from the dataclasses, so a new field the key misses fails here."""
+
+from dataclasses import fields, replace
+
+import pytest
+import torch
+
+from accum.probes.data import SOURCES, TOKENIZERS
+from accum.probes.evaluate import EvalConfig
+from accum.probes.sweep import finished_run, run_sweep, sweep_evaluation_key
+from accum.probes.sweepconfig import SweepConfig
+from accum.probes.model import INITS, OUTPUTS
+from accum.probes.train import DECAYS, TrainConfig
+from accum.simulations.params import ParamError
+
+from test_probes_train import DATA, TINY
+
+torch.set_num_threads(1)
+
+STRINGS = {"arm": ["family_qkv"], "learned_token": ["key"], "family": ["rope"], "data_source": list(SOURCES),
+           "tokenizer": list(TOKENIZERS), "init": list(INITS), "output": list(OUTPUTS), "decay": list(DECAYS)}
+
+
+def other_values(name: str, value) -> list:
+    """Candidate values of a config field other than ``value`` (some may be refused by the config's checks)."""
+    if isinstance(value, bool):
+        return [not value]
+    if isinstance(value, int):
+        return [value + 1, 2 * value, value - 1]
+    if isinstance(value, float):
+        return [0.5 * value, 1.5 * value, 0.5]
+    if isinstance(value, str):
+        return [v for v in STRINGS[name] if v != value]
+    if name == "family_param":
+        return [("sigma=0.5",)]
+    if name == "multipliers":
+        return [(*value, max(value) + 1), value[:-1]]
+    raise AssertionError(f"no other values for field {name} = {value!r}: add them here")
+
+
+def replaced(config, name: str) -> list:
+    """``config`` with field ``name`` set to each valid other value; at least one must be valid."""
+    out = []
+    for value in other_values(name, getattr(config, name)):
+        if value == getattr(config, name):
+            continue
+        try:
+            out.append(replace(config, **{name: value}))
+        except (ParamError, ValueError):
+            continue
+    assert out, f"no valid other value of {name}"
+    return out
+
+
+def test_the_training_key_changes_with_every_trainconfig_field():
+    """The stored run's training key is ``TrainConfig.normalised(config.to_dict())``: every field, changed to any
+    valid other value, changes it (a family arm, so that family and family_param can change too)."""
+    base = TrainConfig(arm="family", family="so2-accumulated", **TINY)
+    key = TrainConfig.normalised(base.to_dict())
+    for f in fields(TrainConfig):
+        for other in replaced(base, f.name):
+            assert TrainConfig.normalised(other.to_dict()) != key, f.name
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory, request):
+    """A finished one-arm sweep (nope, three seeds, three training steps) on the tests' text."""
+    out = tmp_path_factory.mktemp("sweep")
+    cfg = SweepConfig(train=TrainConfig(steps=3, **TINY), eval=EvalConfig(multipliers=(1, 2), n_tokens=128, chunk=8),
+                      arms=("nope",), analysis_windows=1)
+    patch = pytest.MonkeyPatch()
+    patch.setattr("accum.probes.sweep.load_data", lambda cfg, cache: (DATA, {"source": "test"}))
+    request.addfinalizer(patch.undo)
+    run_sweep(cfg, out, threads=1)
+    return cfg, out
+
+
+def test_a_stored_run_is_reused_only_under_its_evaluation_key(finished):
+    """Reused under the same design; not under a design that changes any EvalConfig field, either analysis size,
+    or a training field the run depends on (steps here; every field is in the key by the test above)."""
+    cfg, out = finished
+    assert finished_run(cfg, out, "nope", 0) is not None
+    assert set(sweep_evaluation_key(cfg)) == {"eval_config", "analysis_config"}
+    changed = [replace(cfg, eval=e) for f in fields(EvalConfig) for e in replaced(cfg.eval, f.name)]
+    changed += [replace(cfg, analysis_multiplier=3), replace(cfg, analysis_windows=2),
+                replace(cfg, train=replace(cfg.train, steps=4))]
+    for other in changed:
+        assert finished_run(other, out, "nope", 0) is None, other
