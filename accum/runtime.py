@@ -6,13 +6,11 @@ which also covers libraries loaded later in the block) and torch's intra-op pool
 Every command's default is ``DEFAULT_THREADS`` = 1: right on a shared machine, and the same numbers on any
 machine; on a machine of your own pass ``--threads N`` (``usable_cores`` says how many this process may use).
 
-Interrupts: ``accum.cli.main`` installs its handlers (``terminate_as_interrupt``) before it imports any command,
-so a signal during start-up is handled like one during the work.  A command that keeps partial work (a sweep, the figures' measurements) raises ``Interrupted``
-with the line to print ("interrupted; N of M jobs kept in DIR"); ``accum.cli`` prints it (or plain
-"interrupted") and exits with ``EXIT_INTERRUPTED`` = 130 (128 + SIGINT), as shells do.  SIGTERM (``kill``,
-a batch scheduler's time limit) is treated as Ctrl-C (``terminate_as_interrupt``), so the same cleanup runs
-and no temporary file is left; so is a SIGINT sent to a command whose parent started it with SIGINT ignored
-(a script's background job, which Python would otherwise leave deaf to ``timeout -s INT``).
+Interrupts: ``accum.cli.main`` installs the signal policy (``accum.interrupts``) before it imports any command,
+so a signal during start-up is handled like one during the work; SIGTERM (``kill``, a batch scheduler's time
+limit) is treated as Ctrl-C, so the same cleanup runs and no temporary file is left.  A command that keeps partial
+work (a sweep, the figures' measurements) raises ``Interrupted`` with the line to print ("interrupted; N of M jobs
+kept in DIR"); ``accum.cli`` prints it (or plain "interrupted") and exits with 128 + the signal (130, 143).
 """
 
 from __future__ import annotations
@@ -20,14 +18,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import sys
 import time
 from typing import Any, Iterator, Sequence
 
 from accum.errors import ParamError
 
-EXIT_INTERRUPTED = 130
 MAX_THREADS = 1024
 #: the one default of ``--threads`` for every command (module docstring)
 DEFAULT_THREADS = 1
@@ -35,30 +31,6 @@ DEFAULT_THREADS = 1
 
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C, with the one line that says what was kept (``str(err)``)."""
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    """Signal handler: raise ``KeyboardInterrupt`` where the program is, as Ctrl-C does."""
-    raise KeyboardInterrupt
-
-
-@contextlib.contextmanager
-def terminate_as_interrupt() -> Iterator[None]:
-    """Run the block with SIGTERM and SIGINT raising ``KeyboardInterrupt`` (SIGINT too where it was inherited
-    ignored); the previous handlers are restored after it."""
-    previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def ignore_interrupts() -> None:
-    """SIGINT and SIGTERM ignored from here on: for a process whose command has finished and only exits now, so a
-    late Ctrl-C cannot turn its last milliseconds into a traceback."""
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, signal.SIG_IGN)
 
 
 def usable_cores() -> int:

@@ -213,7 +213,7 @@ def run_case(kind: str, argv: list[str], folder: Path, delay: float | None, sig:
         return f"killed by signal {-proc.returncode}"
     if proc.returncode == 2 and (len(lines) != 1 or not lines[0].startswith("accum")) and "--help" not in argv:
         return f"refusal not one line: {lines[:3]}"
-    if took is not None and proc.returncode == 130 and took > latency:
+    if took is not None and proc.returncode == 128 + sig and took > latency:
         return f"signal acted on after {took:.2f} s"
     left = [str(p.relative_to(folder)) for p in folder.rglob("*") if p.suffix == ".tmp" or ".accum-write-test" in p.name]
     if left:

@@ -1,0 +1,180 @@
+"""One signal policy for every ``accum`` command: SIGINT (Ctrl-C) and SIGTERM are recorded by the handler and
+turned into ``KeyboardInterrupt`` only at a safe point, never inside native code.
+
+Why: a Python signal handler runs at the next bytecode of the main thread, wherever that is -- also in Python code
+that a C extension runs while it is being imported (torch's ``_C``, scipy's pybind11 modules import Python modules
+from C++).  An exception raised there crosses C++ frames that cannot carry it: the process aborts ("terminate
+called after throwing pybind11::error_already_set"), the import fails with an ``ImportError`` traceback, or the
+extension swallows it and the signal is lost.
+
+The policy (``SignalPolicy``):
+
+* The handler records the first signal's number (the exit status is 128 + it: 130 for SIGINT, 143 for SIGTERM).
+* It raises ``KeyboardInterrupt`` at once unless the interrupted frame runs under an import that native code hosts
+  (``inside_native_import``: an extension module's initialisation on the stack, or an import started by a native
+  call rather than an ``import`` statement or ``importlib.import_module``), or a ``KeyboardInterrupt`` is already
+  being handled (``interrupt_in_flight``: its cleanup -- temporary files removed, pool workers stopped -- runs
+  undisturbed).  A pure-Python import (most of torch's two seconds of start-up) is a safe point: importlib undoes a
+  half-imported module.
+* From the first signal on, a watcher thread re-delivers it every ``RECHECK_S`` seconds (``_thread.interrupt_main``:
+  no OS signal, so no system call of native code is interrupted) until the command has ended, so a deferred
+  interrupt is raised at the first safe point after the native code returns, and one that library code swallowed
+  (a bare ``except:``, a ``catch (...)`` in C++, an exception "ignored" in a destructor, which
+  ``sys.unraisablehook`` then leaves unprinted) is raised again.  Nothing is lost.
+* A SIGINT that the process inherited ignored (a background job ``cmd &`` of a non-interactive shell script, where
+  POSIX has the shell ignore SIGINT so that a Ctrl-C meant for the script's foreground does not reach its
+  background jobs) stays ignored, as Python itself leaves it; SIGTERM (``kill PID``, ``timeout``'s default) is
+  always handled.
+
+Only the interpreter's start-up, before ``accum.cli.main`` installs the policy, is Python's (docs/commands.md:
+the measured window).  Long native calls cannot be interrupted by any handler; the engine cuts its work into calls
+of a few hundredths of a second (``accum.simulations.params.PIECE_FLOPS``).
+
+This module imports only what the interpreter has loaded at start-up (and ``opcode``), so ``accum.cli`` can install
+the policy before it imports anything that takes time.
+"""
+
+from __future__ import annotations
+
+import _thread
+import signal
+import sys
+import time
+from types import CodeType, FrameType
+from typing import Any, Callable
+
+#: seconds between re-deliveries of a signal not yet acted on (a deferred or swallowed interrupt)
+RECHECK_S = 0.05
+#: the signals the policy handles
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+_BOOTSTRAP_FILES = frozenset({"<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>"})
+
+
+def exit_status(signum: int | None) -> int:
+    """The exit status of a command stopped by signal ``signum``: 128 + signum as shells report it (130 for SIGINT,
+    143 for SIGTERM); 130 for an interrupt that came from no signal (a ``KeyboardInterrupt`` raised by code)."""
+    return 128 + (signal.SIGINT if signum is None else signum)
+
+
+def _native_loader_codes() -> frozenset[CodeType]:
+    """The code of the importlib functions that run a C extension's or a built-in module's initialisation."""
+    import _frozen_importlib as bootstrap
+    import _frozen_importlib_external as external
+
+    functions = (external.ExtensionFileLoader.create_module, external.ExtensionFileLoader.exec_module,
+                 bootstrap.BuiltinImporter.create_module, bootstrap.BuiltinImporter.exec_module)
+    return frozenset(f.__code__ for f in functions)
+
+
+def _python_import_codes() -> tuple[frozenset[CodeType], int]:
+    """The code of ``importlib.import_module`` and the IMPORT_NAME opcode: the two ways Python code starts an
+    import (``__import__`` called by native code, e.g. C++ or unpickling, is neither)."""
+    import importlib
+    import opcode
+
+    return frozenset({importlib.import_module.__code__}), opcode.opmap["IMPORT_NAME"]
+
+
+_NATIVE_LOADERS = _native_loader_codes()
+_IMPORT_FUNCTIONS, _IMPORT_NAME = _python_import_codes()
+
+
+def started_by_python(frame: FrameType | None) -> bool:
+    """Whether ``frame`` (the caller of importlib's bootstrap) is executing an ``import`` statement or is
+    ``importlib.import_module``; False for a native caller (its current instruction is a call)."""
+    if frame is None:
+        return False
+    code = frame.f_code
+    return code in _IMPORT_FUNCTIONS or code.co_code[frame.f_lasti] == _IMPORT_NAME
+
+
+def inside_native_import(frame: FrameType | None) -> bool:
+    """Whether ``frame`` runs under an import that native code hosts: walking out through the callers, a frame
+    of the loader of an extension or built-in module (its C initialisation is running and called back into
+    Python), or an entry into importlib's bootstrap from a caller that is not a Python import."""
+    while frame is not None:
+        code, caller = frame.f_code, frame.f_back
+        if code in _NATIVE_LOADERS:
+            return True
+        entry = code.co_filename in _BOOTSTRAP_FILES and (caller is None or caller.f_code.co_filename
+                                                          not in _BOOTSTRAP_FILES)
+        if entry and not started_by_python(caller):
+            return True
+        frame = caller
+    return False
+
+
+def interrupt_in_flight() -> bool:
+    """Whether a ``KeyboardInterrupt`` is being handled here: the exception in hand (``except``, ``finally``,
+    ``__exit__``), or one in the chain of exceptions it was raised while handling."""
+    err: BaseException | None = sys.exception()
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, KeyboardInterrupt):
+            return True
+        seen.add(id(err))
+        err = err.__context__
+    return False
+
+
+class SignalPolicy:
+    """SIGINT and SIGTERM handled by the policy of the module docstring while installed (``install`` ..
+    ``uninstall``); ``signum`` is the first signal received (None before one)."""
+
+    def __init__(self, recheck_s: float = RECHECK_S) -> None:
+        self.recheck_s = recheck_s
+        self.signum: int | None = None
+        self._lock = _thread.allocate_lock()
+        self._active = False
+        self._previous: dict[int, Any] = {}
+        self._previous_hook: Callable[[Any], None] | None = None
+
+    def install(self) -> "SignalPolicy":
+        """Handle SIGTERM, and SIGINT unless it was inherited ignored; unraisable ``KeyboardInterrupt``s unprinted."""
+        self._active = True
+        for sig in SIGNALS:
+            self._previous[sig] = signal.getsignal(sig)
+            if not (sig == signal.SIGINT and self._previous[sig] == signal.SIG_IGN):
+                signal.signal(sig, self._handle)
+        self._previous_hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
+        return self
+
+    def uninstall(self, ignore: bool = False) -> None:
+        """Stop re-delivering; the previous handlers back, or with ``ignore`` both signals ignored from now on (a
+        process whose command has ended and only exits)."""
+        with self._lock:
+            self._active = False
+        for sig, handler in self._previous.items():
+            signal.signal(sig, signal.SIG_IGN if ignore else handler)
+        if self._previous_hook is not None:
+            sys.unraisablehook = self._previous_hook
+
+    @property
+    def status(self) -> int:
+        """The exit status of a command this policy interrupted (``exit_status``)."""
+        return exit_status(self.signum)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        """The signal handler: record, then raise ``KeyboardInterrupt`` if this is a safe point."""
+        if self.signum is None:
+            self.signum = signum
+            _thread.start_new_thread(self._redeliver, ())
+        if self._active and not interrupt_in_flight() and not inside_native_import(frame):
+            raise KeyboardInterrupt
+
+    def _redeliver(self) -> None:
+        """Watcher thread: the recorded signal again every ``recheck_s`` seconds while the policy is installed."""
+        while True:
+            time.sleep(self.recheck_s)
+            with self._lock:
+                if not self._active:
+                    return
+                _thread.interrupt_main(self.signum)
+
+    def _unraisable(self, unraisable: Any) -> None:
+        """``sys.unraisablehook``: a ``KeyboardInterrupt`` of ours that a destructor or callback could not raise is
+        left unprinted (the watcher raises it again); anything else goes to the previous hook."""
+        if self.signum is not None and isinstance(unraisable.exc_value, KeyboardInterrupt):
+            return
+        (self._previous_hook or sys.__unraisablehook__)(unraisable)
