@@ -19,7 +19,8 @@ No traceback reaches the user for any of these, and no result file is ever left 
 from __future__ import annotations
 
 # Only what the interpreter has already loaded is imported here: ``main`` installs the interrupt handlers before it
-# imports anything that takes time (argparse, accum.runtime, a command's module, numpy, torch).
+# imports anything that takes time (argparse, accum.runtime, a command's module, numpy, torch), and sets the thread
+# count of BLAS / OpenMP libraries before any of them loads (``accum.runtime.thread_environment``).
 import importlib
 import os
 import sys
@@ -178,16 +179,19 @@ def run_reporting_errors(argv: list[str], prefix: str) -> int | None:
     """``dispatch(argv)``, every failure turned into one line on stderr starting with ``prefix`` and its exit
     status (module docstring); None for an interrupt (its status is the signal's: ``accum.interrupts``)."""
     try:
-        from accum.errors import ParamError
-        from accum.simulations.results import ResultError
+        from accum.runtime import thread_environment, threads_requested
 
-        try:
-            return dispatch(argv)
-        except SystemExit as exit_:  # argparse: --help, --version, or a refused command line (already printed)
-            return exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 2
-        except (ParamError, ResultError) as err:
-            print(f"{prefix}: error: {err}", file=sys.stderr)
-            return 2
+        with thread_environment(threads_requested(argv)):  # before numpy, scipy or torch loads (accum.runtime)
+            from accum.errors import ParamError
+            from accum.simulations.results import ResultError
+
+            try:
+                return dispatch(argv)
+            except SystemExit as exit_:  # argparse: --help, --version, or a refused command line (already printed)
+                return exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 2
+            except (ParamError, ResultError) as err:
+                print(f"{prefix}: error: {err}", file=sys.stderr)
+                return 2
     except KeyboardInterrupt as err:  # an ``Interrupted`` says what the command kept
         print(f"{prefix}: {str(err) or 'interrupted'}", file=sys.stderr)
         return None

@@ -1,10 +1,14 @@
 """How every ``accum`` command runs: its thread count (``--threads``), what Ctrl-C prints and how a bad
 command line is refused (``OneLineParser``: one line, exit status 2).
 
-Threads: ``thread_limits(n)`` caps the BLAS / OpenMP pools numpy and scipy use (through threadpoolctl,
-which also covers libraries loaded later in the block) and torch's intra-op pool when torch is loaded.
-Every command's default is ``DEFAULT_THREADS`` = 1: right on a shared machine, and the same numbers on any
-machine; on a machine of your own pass ``--threads N`` (``usable_cores`` says how many this process may use).
+Threads: a BLAS or OpenMP library reads its thread count once, when it loads, and loads happen all through a
+command (scipy's own OpenBLAS with scipy.linalg, torch's libgomp when an estimator first needs torch), so
+``accum.cli.main`` sets ``THREAD_VARIABLES`` to the command's count (``threads_requested``) before anything is
+imported (``thread_environment``); ``thread_limits(n)`` also caps the pools already loaded (threadpoolctl) and
+torch's intra-op pool, and records what is in force.  Every command's default is ``DEFAULT_THREADS`` = 1: right on
+a shared machine, and the same numbers on any machine; on a machine of your own pass ``--threads N``
+(``usable_cores`` says how many this process may use).  Pool workers always run one thread each
+(``accum.simulations.runner``).
 
 Interrupts: ``accum.cli.main`` installs the signal policy (``accum.interrupts``) before it imports any command,
 so a signal during start-up is handled like one during the work; SIGTERM (``kill``, a batch scheduler's time
@@ -27,6 +31,10 @@ from accum.errors import ParamError
 MAX_THREADS = 1024
 #: the one default of ``--threads`` for every command (module docstring)
 DEFAULT_THREADS = 1
+#: the environment variables BLAS / OpenMP libraries read when they load (OpenBLAS of numpy and of scipy, torch's
+#: libgomp, MKL, Accelerate, numexpr)
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
+                    "NUMEXPR_NUM_THREADS")
 
 
 class Interrupted(KeyboardInterrupt):
@@ -43,6 +51,39 @@ def check_threads(value: Any, option: str = "--threads") -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_THREADS:
         raise ParamError(f"{option}: expected an integer in [1, {MAX_THREADS}], got {value!r}")
     return value
+
+
+def threads_requested(argv: Sequence[str]) -> int:
+    """The thread count of command line ``argv`` (its last ``--threads N`` or ``--threads=N`` before a bare
+    ``--``), read before the command's parser exists -- the libraries read their count when they load, and the
+    parser's module loads them; ``DEFAULT_THREADS`` when there is none or it is not an integer in [1,
+    ``MAX_THREADS``] (the command's parser then refuses it, before any work)."""
+    value = None
+    for token, following in zip(argv, [*argv[1:], None]):
+        if token == "--":
+            break
+        if token == "--threads":
+            value = following
+        elif token.startswith("--threads="):
+            value = token.partition("=")[2]
+    valid = value is not None and value.isascii() and value.isdigit() and 1 <= int(value) <= MAX_THREADS
+    return int(value) if valid else DEFAULT_THREADS
+
+
+@contextlib.contextmanager
+def thread_environment(threads: int) -> Iterator[None]:
+    """Each of ``THREAD_VARIABLES`` set to ``threads`` while the block runs, then as it was (set or not): every
+    BLAS / OpenMP library loaded in the block, in this process or a process it starts, uses ``threads``."""
+    previous = {name: os.environ.get(name) for name in THREAD_VARIABLES}
+    os.environ.update(dict.fromkeys(THREAD_VARIABLES, str(threads)))
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @contextlib.contextmanager
