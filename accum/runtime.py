@@ -6,8 +6,7 @@ command (scipy's own OpenBLAS with scipy.linalg, torch's libgomp when an estimat
 ``accum.cli.main`` sets ``THREAD_VARIABLES`` to the command's count (``threads_requested``) before anything is
 imported (``thread_environment``); ``thread_limits(n)`` also caps the pools already loaded (threadpoolctl) and
 torch's intra-op pool, and records what is in force.  Every command's default is ``DEFAULT_THREADS`` = 1: right on
-a shared machine, and the same numbers on any machine; on a machine of your own pass ``--threads N``
-(``usable_cores`` says how many this process may use).  Pool workers always run one thread each
+a shared machine, and the same numbers on any machine; on a machine of your own pass ``--threads N``.  Pool workers always run one thread each
 (``accum.simulations.runner``).
 
 Interrupts: ``accum.cli.main`` installs the signal policy (``accum.interrupts``) before it imports any command,
@@ -39,11 +38,6 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
 
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C, with the one line that says what was kept (``str(err)``)."""
-
-
-def usable_cores() -> int:
-    """CPUs this process may run on (its affinity mask), at least 1."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def check_threads(value: Any, option: str = "--threads") -> int:

@@ -18,11 +18,16 @@ from typing import Any, Callable, Iterator
 
 from tqdm import tqdm
 
-from accum.runtime import thread_environment, usable_cores
+from accum.runtime import thread_environment
 
 from .params import ParamError
 
 MAX_WORKERS = 1024         # local processes (``--workers``)
+#: the one default of ``--workers`` (verify, sweep, figures, probe sweep): in this process, as ``--threads`` defaults
+#: to 1 -- polite on a shared machine; results do not depend on it (bit-identical for any count)
+DEFAULT_WORKERS = 1
+WORKERS_HELP = (f"local processes (default {DEFAULT_WORKERS}: in this process, as for every command; on a machine of "
+                "your own, up to its cores)")
 SCHEDULER_SCHEMES = ("tcp", "tls")
 SCHEDULER_ADDRESS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)"
                                r":(?P<port>[0-9]+)")
@@ -152,6 +157,3 @@ def map_outcomes(fn: Callable[[Any], Any], items: list, workers: int, client) ->
     return serial_outcomes(fn, items)
 
 
-def default_workers() -> int:
-    """CPUs this process may use, at most ``MAX_WORKERS``."""
-    return min(usable_cores(), MAX_WORKERS)
