@@ -10,15 +10,18 @@ extension swallows it and the signal is lost.
 The policy (``SignalPolicy``):
 
 * The handler records the first signal's number (the exit status is 128 + it: 130 for SIGINT, 143 for SIGTERM).
-* It raises ``KeyboardInterrupt`` at once unless the interrupted frame runs under an import that native code hosts
-  (``inside_native_import``: an extension module's initialisation on the stack, or an import started by a native
-  call rather than an ``import`` statement or ``importlib.import_module``), or a ``KeyboardInterrupt`` is already
-  being handled (``interrupt_in_flight``: its cleanup -- temporary files removed, pool workers stopped -- runs
-  undisturbed).  A pure-Python import (most of torch's two seconds of start-up) is a safe point: importlib undoes a
-  half-imported module.
+* It raises ``KeyboardInterrupt`` only at a safe point (``safe_point``): where no native frame can lie between the
+  interrupted frame and accum's own code.  Python does not show native frames, so the rule is built from what
+  only Python can have called: accum's own code (never a callback of native code), module-level code and the
+  import machinery of a Python ``import`` (importlib undoes a half-imported module, so most of torch's two seconds
+  of start-up are safe points), but not an extension module's initialisation (``inside_native_import``) nor a
+  library function, which C++ may have called (torch's lazy ``__getattr__`` imports are such calls).  Nor while a
+  ``KeyboardInterrupt`` is being handled (``interrupt_in_flight``: its cleanup -- temporary files removed, pool
+  workers stopped -- runs undisturbed).
 * From the first signal on, a watcher thread re-delivers it every ``RECHECK_S`` seconds (``_thread.interrupt_main``:
   no OS signal, so no system call of native code is interrupted) until the command has ended, so a deferred
-  interrupt is raised at the first safe point after the native code returns, and one that library code swallowed
+  interrupt is raised at the first safe point after the native code returns (within one or two re-deliveries: the
+  engine's Python loops are accum's code), and one that library code swallowed
   (a bare ``except:``, a ``catch (...)`` in C++, an exception "ignored" in a destructor, which
   ``sys.unraisablehook`` then leaves unprinted) is raised again.  Nothing is lost.
 * A SIGINT that the process inherited ignored (a background job ``cmd &`` of a non-interactive shell script, where
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import _signal
 import _thread
+import os
 import sys
 import time
 from types import CodeType, FrameType
@@ -49,6 +53,8 @@ RECHECK_S = 0.05
 SIGNALS = (_signal.SIGINT, _signal.SIGTERM)
 
 _BOOTSTRAP_FILES = frozenset({"<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>"})
+#: the folder of the standard library's modules (a site-packages below it holds third-party ones)
+_STDLIB = os.path.dirname(os.__file__) + os.sep
 
 
 def exit_status(signum: int | None) -> int:
@@ -105,6 +111,38 @@ def inside_native_import(frame: FrameType | None) -> bool:
     return False
 
 
+def ours(frame: FrameType) -> bool:
+    """Whether ``frame`` runs accum's own code (or a script's top level), which native code never calls back."""
+    name = frame.f_globals.get("__name__", "")
+    return name == "__main__" or name == "accum" or name.startswith("accum.")
+
+
+def standard_library(code: CodeType) -> bool:
+    """Whether ``code`` is the standard library's (frozen, or a file of its folder outside any site-packages)."""
+    name = code.co_filename
+    return name.startswith("<frozen ") or (name.startswith(_STDLIB) and "-packages" not in name)
+
+
+def safe_point(frame: FrameType | None) -> bool:
+    """Whether an exception raised in ``frame`` reaches accum's code through Python frames only: walking out through
+    the callers to the first frame of ours (``ours``), every frame is the standard library's (the import machinery
+    of an import that Python started -- no extension's initialisation, no import started by native code:
+    ``inside_native_import`` --, or a wait of ``threading`` or ``concurrent.futures``), module-level code (only the
+    import machinery runs it), or a function the import machinery called (a finder, a loader).  A function of a
+    third-party library may have been called by its native code (torch's C++ calls its Python): not safe."""
+    if frame is None or inside_native_import(frame):
+        return False
+    while frame is not None:
+        code, caller = frame.f_code, frame.f_back
+        if ours(frame):
+            return True
+        called_by_machinery = caller is not None and caller.f_code.co_filename in _BOOTSTRAP_FILES
+        if not (standard_library(code) or code.co_name == "<module>" or called_by_machinery):
+            return False
+        frame = caller
+    return False
+
+
 def interrupt_in_flight() -> bool:
     """Whether a ``KeyboardInterrupt`` is being handled here: the exception in hand (``except``, ``finally``,
     ``__exit__``), or one in the chain of exceptions it was raised while handling."""
@@ -155,11 +193,11 @@ class SignalPolicy:
         return exit_status(self.signum)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        """The signal handler: record, then raise ``KeyboardInterrupt`` if this is a safe point."""
+        """The signal handler: record, then raise ``KeyboardInterrupt`` if this is a safe point (``safe_point``)."""
         if self.signum is None:
             self.signum = signum
             _thread.start_new_thread(self._redeliver, ())
-        if self._active and not interrupt_in_flight() and not inside_native_import(frame):
+        if self._active and not interrupt_in_flight() and safe_point(frame):
             raise KeyboardInterrupt
 
     def _redeliver(self) -> None:

@@ -7,10 +7,15 @@ stray signal cannot reach pytest.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
+from pathlib import Path
 
+import pytest
 from conftest import ENV
 
 WATCH_IMPORTS = """
@@ -140,3 +145,41 @@ def test_an_interrupt_in_a_destructor_is_not_printed_and_not_lost():
             print("interrupted")
     """)
     assert done.stdout.splitlines() == ["interrupted"] and done.stderr == "", done
+
+
+BUSY = "while True:\n    pass\n"
+#: (signal, seconds after the start): in the imports (numpy, scipy: the first second at load), in torch's import at
+#: the start of the work (the chunked path of a 2000-step Householder product), in the work
+LOAD_CASES = [(signal.SIGINT, 0.3), (signal.SIGTERM, 0.6), (signal.SIGINT, 1.0), (signal.SIGTERM, 1.4),
+              (signal.SIGINT, 2.0)]
+
+
+@pytest.mark.skipif(not Path(sys.executable).with_name("accum").exists(), reason="needs the installed accum script")
+def test_a_signal_at_load_ends_the_installed_command_within_a_second(tmp_path):
+    """Two busy processes load the machine; the installed ``accum`` script gets SIGINT or SIGTERM at moments of its
+    imports and work (``LOAD_CASES``): each run ends within 1 s of the signal, with the one line, status 128 +
+    the signal, no traceback or abort, and no temporary file left."""
+    busy = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(2)]
+    try:
+        for sig, delay in LOAD_CASES:
+            folder = tmp_path / f"{sig.name}-{delay}"
+            folder.mkdir()
+            proc = subprocess.Popen([str(Path(sys.executable).with_name("accum")), "measure", "coherence", "--family",
+                                     "householder", "--param", "dim=64", "--opt", "steps=2000", "--opt",
+                                     "samples=20000", "--json", "r.json"], cwd=folder, env=ENV, start_new_session=True,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(delay)
+            sent = time.monotonic()
+            os.killpg(proc.pid, sig)
+            try:
+                _, err = proc.communicate(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                pytest.fail(f"{sig.name} at {delay} s: still running 1 s after the signal: {proc.communicate()}")
+            took = time.monotonic() - sent
+            assert proc.returncode == 128 + sig and err.splitlines() == ["accum measure: interrupted"], (sig, delay, err)
+            assert list(folder.iterdir()) == [] and took < 1.0, (sig, delay, took)
+    finally:
+        for process in busy:
+            process.kill()
+            process.wait()
