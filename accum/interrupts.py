@@ -11,7 +11,14 @@ The policy (``SignalPolicy``):
 
 * The handler records the first signal's number (the exit status is 128 + it: 130 for SIGINT, 143 for SIGTERM).
 * It raises ``KeyboardInterrupt`` only at a safe point (``safe_point``): where no native frame can lie between the
-  interrupted frame and accum's own code.  Python does not show native frames, so the rule is built from what
+  interrupted frame and accum's own code, and the frame is not itself inside a native call.  A handler also runs
+  inside native code that checks for signals (``PyErr_CheckSignals``: C++ waiting, reading, calling back), where
+  the interrupted frame is the Python frame that made the call -- raising there aborted torch's C++ import of
+  ``torch.distributed`` once in ~50 signals at load.  So the handler raises at once only where the frame is between
+  two bytecodes (``between_bytecodes``: a loop's jump back, a function's entry) or in the standard library (whose
+  native calls are CPython's own: a lock's wait, a sleep); elsewhere it traces the main thread
+  (``sys.settrace``: accum's frames and module-level code only) and raises at the next line that starts in a safe
+  frame -- a line starts only when no native call of that frame is running.  Python does not show native frames, so the rule is built from what
   only Python can have called: accum's own code (never a callback of native code), module-level code and the
   import machinery of a Python ``import`` (importlib undoes a half-imported module, so most of torch's two seconds
   of start-up are safe points), but not an extension module's initialisation (``inside_native_import``) nor a
@@ -73,6 +80,15 @@ def _native_loader_codes() -> frozenset[CodeType]:
     return frozenset(f.__code__ for f in functions)
 
 
+def _boundary_opcodes() -> frozenset[int]:
+    """The opcodes at which the interpreter runs signal handlers between two bytecodes (a function's entry, a
+    loop's jump back), rather than inside a call of native code (``CALL``)."""
+    import opcode
+
+    return frozenset(opcode.opmap[name] for name in ("RESUME", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")
+                     if name in opcode.opmap)
+
+
 def _python_import_codes() -> tuple[frozenset[CodeType], int]:
     """The code of ``importlib.import_module`` and the IMPORT_NAME opcode: the two ways Python code starts an
     import (``__import__`` called by native code, e.g. C++ or unpickling, is neither)."""
@@ -84,6 +100,7 @@ def _python_import_codes() -> tuple[frozenset[CodeType], int]:
 
 _NATIVE_LOADERS = _native_loader_codes()
 _IMPORT_FUNCTIONS, _IMPORT_NAME = _python_import_codes()
+_BOUNDARY_OPCODES = _boundary_opcodes()
 
 
 def started_by_python(frame: FrameType | None) -> bool:
@@ -143,6 +160,12 @@ def safe_point(frame: FrameType | None) -> bool:
     return False
 
 
+def between_bytecodes(frame: FrameType) -> bool:
+    """Whether ``frame`` stands between two bytecodes (a loop's jump back, a function's entry), so no native call
+    of its own is running."""
+    return frame.f_code.co_code[frame.f_lasti] in _BOUNDARY_OPCODES
+
+
 def interrupt_in_flight() -> bool:
     """Whether a ``KeyboardInterrupt`` is being handled here: the exception in hand (``except``, ``finally``,
     ``__exit__``), or one in the chain of exceptions it was raised while handling."""
@@ -165,6 +188,7 @@ class SignalPolicy:
         self.signum: int | None = None
         self._lock = _thread.allocate_lock()
         self._active = False
+        self._tracing = False
         self._previous: dict[int, object] = {}
         self._previous_hook = sys.unraisablehook
 
@@ -183,6 +207,7 @@ class SignalPolicy:
         process whose command has ended and only exits)."""
         with self._lock:
             self._active = False
+        self._stop_tracing(sys._getframe())
         for sig, handler in self._previous.items():
             _signal.signal(sig, _signal.SIG_IGN if ignore else handler)
         sys.unraisablehook = self._previous_hook
@@ -193,12 +218,43 @@ class SignalPolicy:
         return exit_status(self.signum)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        """The signal handler: record, then raise ``KeyboardInterrupt`` if this is a safe point (``safe_point``)."""
+        """The signal handler: record; raise ``KeyboardInterrupt`` if this is a safe point outside native code, else
+        trace the main thread to raise it at the next safe line (module docstring)."""
         if self.signum is None:
             self.signum = signum
             _thread.start_new_thread(self._redeliver, ())
-        if self._active and not interrupt_in_flight() and safe_point(frame):
+        if not self._active or frame is None or interrupt_in_flight():
+            return
+        if safe_point(frame) and (between_bytecodes(frame) or standard_library(frame.f_code)):
+            self._stop_tracing(frame)
             raise KeyboardInterrupt
+        if not self._tracing:
+            self._tracing = True
+            sys.settrace(self._trace_call)
+            while frame is not None:
+                frame.f_trace = self._trace_line
+                frame = frame.f_back
+
+    def _trace_call(self, frame: FrameType, event: str, arg: object) -> object:
+        """``sys.settrace`` function: trace the lines of the new frames that can be safe points themselves, accum's
+        code and module-level code (tracing every line of torch's start-up would slow it several times)."""
+        return self._trace_line if ours(frame) or frame.f_code.co_name == "<module>" else None
+
+    def _trace_line(self, frame: FrameType, event: str, arg: object) -> object:
+        """Local trace function: at the start of a line in a safe frame, stop tracing and raise the interrupt."""
+        if event == "line" and self._active and not interrupt_in_flight() and safe_point(frame):
+            self._stop_tracing(frame)
+            raise KeyboardInterrupt
+        return self._trace_line
+
+    def _stop_tracing(self, frame: FrameType | None) -> None:
+        """No more tracing: the thread's trace function and the frames' local ones removed."""
+        if self._tracing:
+            self._tracing = False
+            sys.settrace(None)
+            while frame is not None:
+                frame.f_trace = None
+                frame = frame.f_back
 
     def _redeliver(self) -> None:
         """Watcher thread: the recorded signal again every ``recheck_s`` seconds while the policy is installed."""
