@@ -8,7 +8,8 @@ failures into one line on stderr:
 
 * bad input (``ParamError``, ``ResultError``, an unparsable command line): exit status 2;
 * an ``OSError`` while writing (disk full, permissions changed), or no memory left: exit status 1;
-* Ctrl-C or SIGTERM: "interrupted" (with what was kept, for sweeps and figures), exit status 130;
+* Ctrl-C or SIGTERM: "interrupted" (with what was kept, for sweeps and figures), exit status 130 for SIGINT and
+  143 for SIGTERM (128 + the signal, as a shell reports a process the signal ended; ``accum.interrupts``);
 * ``--help`` and ``--version``: exit status 0 (``main`` returns the status argparse would exit with);
 * stdout closed by its reader (``accum families | head -1``): nothing more is printed, exit status 141.
 
@@ -18,16 +19,16 @@ No traceback reaches the user for any of these, and no result file is ever left 
 from __future__ import annotations
 
 # Only what the interpreter has already loaded is imported here: ``main`` installs the interrupt handlers before it
-# imports anything that takes time (argparse, accum.runtime, a command's module, numpy, torch).
+# imports anything that takes time (argparse, accum.runtime, a command's module, numpy, torch), and sets the thread
+# count of BLAS / OpenMP libraries before any of them loads (``accum.runtime.thread_environment``).
 import importlib
 import os
-import signal
 import sys
+
+from accum.interrupts import SignalPolicy
 
 #: 128 + SIGPIPE, as a shell reports a command whose reader went away
 EXIT_BROKEN_PIPE = 141
-#: 128 + SIGINT
-EXIT_INTERRUPTED = 130
 
 
 class Command:
@@ -142,21 +143,23 @@ def quiet_stdout() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run ``accum ARGV`` (default ``sys.argv[1:]``) and return its exit status.  Called without ``argv`` it is the
     process's entry point: a signal after the command has finished, while the process exits, is then ignored."""
-    # first of all: SIGINT and SIGTERM raise KeyboardInterrupt, so start-up is interrupted as the work is
-    previous = {sig: signal.signal(sig, signal.default_int_handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+    policy = SignalPolicy().install()  # first of all (accum.interrupts): start-up is interrupted as the work is
     process = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv and not argv[0].startswith("-") else None
     prefix = "accum" if command is None else f"accum {command}"
+    interrupted = False
     try:
         status = run_reporting_errors(argv, prefix)
-    except KeyboardInterrupt:  # a second signal while the first one was being reported
-        status = EXIT_INTERRUPTED
+        interrupted = status is None
+    except KeyboardInterrupt:  # re-delivered just after the first one was reported
+        interrupted = True
     finally:
-        for sig, handler in previous.items():  # restored (a test calling main), or ignored while the process exits
-            signal.signal(sig, signal.SIG_IGN if process else handler)
-    if process and status == EXIT_INTERRUPTED:
-        exit_now(status)
+        policy.uninstall(ignore=process)  # restored (a test calling main), or ignored while the process exits
+    if interrupted:
+        status = policy.status
+        if process:
+            exit_now(status)
     return status
 
 
@@ -172,23 +175,26 @@ def exit_now(status: int) -> None:
     os._exit(status)
 
 
-def run_reporting_errors(argv: list[str], prefix: str) -> int:
+def run_reporting_errors(argv: list[str], prefix: str) -> int | None:
     """``dispatch(argv)``, every failure turned into one line on stderr starting with ``prefix`` and its exit
-    status (module docstring)."""
+    status (module docstring); None for an interrupt (its status is the signal's: ``accum.interrupts``)."""
     try:
-        from accum.errors import ParamError
-        from accum.simulations.results import ResultError
+        from accum.runtime import thread_environment, threads_requested
 
-        try:
-            return dispatch(argv)
-        except SystemExit as exit_:  # argparse: --help, --version, or a refused command line (already printed)
-            return exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 2
-        except (ParamError, ResultError) as err:
-            print(f"{prefix}: error: {err}", file=sys.stderr)
-            return 2
+        with thread_environment(threads_requested(argv)):  # before numpy, scipy or torch loads (accum.runtime)
+            from accum.errors import ParamError
+            from accum.simulations.results import ResultError
+
+            try:
+                return dispatch(argv)
+            except SystemExit as exit_:  # argparse: --help, --version, or a refused command line (already printed)
+                return exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 2
+            except (ParamError, ResultError) as err:
+                print(f"{prefix}: error: {err}", file=sys.stderr)
+                return 2
     except KeyboardInterrupt as err:  # an ``Interrupted`` says what the command kept
         print(f"{prefix}: {str(err) or 'interrupted'}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return None
     except BrokenPipeError:  # the reader of stdout went away (`| head`): end quietly
         quiet_stdout()
         return EXIT_BROKEN_PIPE

@@ -1,18 +1,19 @@
 """How every ``accum`` command runs: its thread count (``--threads``), what Ctrl-C prints and how a bad
 command line is refused (``OneLineParser``: one line, exit status 2).
 
-Threads: ``thread_limits(n)`` caps the BLAS / OpenMP pools numpy and scipy use (through threadpoolctl,
-which also covers libraries loaded later in the block) and torch's intra-op pool when torch is loaded.
-Every command's default is ``DEFAULT_THREADS`` = 1: right on a shared machine, and the same numbers on any
-machine; on a machine of your own pass ``--threads N`` (``usable_cores`` says how many this process may use).
+Threads: a BLAS or OpenMP library reads its thread count once, when it loads, and loads happen all through a
+command (scipy's own OpenBLAS with scipy.linalg, torch's libgomp when an estimator first needs torch), so
+``accum.cli.main`` sets ``THREAD_VARIABLES`` to the command's count (``threads_requested``) before anything is
+imported (``thread_environment``); ``thread_limits(n)`` also caps the pools already loaded (threadpoolctl) and
+torch's intra-op pool, and records what is in force.  Every command's default is ``DEFAULT_THREADS`` = 1: right on
+a shared machine, and the same numbers on any machine; on a machine of your own pass ``--threads N``.  Pool workers always run one thread each
+(``accum.simulations.runner``).
 
-Interrupts: ``accum.cli.main`` installs its handlers (``terminate_as_interrupt``) before it imports any command,
-so a signal during start-up is handled like one during the work.  A command that keeps partial work (a sweep, the figures' measurements) raises ``Interrupted``
-with the line to print ("interrupted; N of M jobs kept in DIR"); ``accum.cli`` prints it (or plain
-"interrupted") and exits with ``EXIT_INTERRUPTED`` = 130 (128 + SIGINT), as shells do.  SIGTERM (``kill``,
-a batch scheduler's time limit) is treated as Ctrl-C (``terminate_as_interrupt``), so the same cleanup runs
-and no temporary file is left; so is a SIGINT sent to a command whose parent started it with SIGINT ignored
-(a script's background job, which Python would otherwise leave deaf to ``timeout -s INT``).
+Interrupts: ``accum.cli.main`` installs the signal policy (``accum.interrupts``) before it imports any command,
+so a signal during start-up is handled like one during the work; SIGTERM (``kill``, a batch scheduler's time
+limit) is treated as Ctrl-C, so the same cleanup runs and no temporary file is left.  A command that keeps partial
+work (a sweep, the figures' measurements) raises ``Interrupted`` with the line to print ("interrupted; N of M jobs
+kept in DIR"); ``accum.cli`` prints it (or plain "interrupted") and exits with 128 + the signal (130, 143).
 """
 
 from __future__ import annotations
@@ -20,50 +21,23 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import sys
 import time
 from typing import Any, Iterator, Sequence
 
 from accum.errors import ParamError
 
-EXIT_INTERRUPTED = 130
 MAX_THREADS = 1024
 #: the one default of ``--threads`` for every command (module docstring)
 DEFAULT_THREADS = 1
+#: the environment variables BLAS / OpenMP libraries read when they load (OpenBLAS of numpy and of scipy, torch's
+#: libgomp, MKL, Accelerate, numexpr)
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
+                    "NUMEXPR_NUM_THREADS")
 
 
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C, with the one line that says what was kept (``str(err)``)."""
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    """Signal handler: raise ``KeyboardInterrupt`` where the program is, as Ctrl-C does."""
-    raise KeyboardInterrupt
-
-
-@contextlib.contextmanager
-def terminate_as_interrupt() -> Iterator[None]:
-    """Run the block with SIGTERM and SIGINT raising ``KeyboardInterrupt`` (SIGINT too where it was inherited
-    ignored); the previous handlers are restored after it."""
-    previous = {sig: signal.signal(sig, _raise_interrupt) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def ignore_interrupts() -> None:
-    """SIGINT and SIGTERM ignored from here on: for a process whose command has finished and only exits now, so a
-    late Ctrl-C cannot turn its last milliseconds into a traceback."""
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, signal.SIG_IGN)
-
-
-def usable_cores() -> int:
-    """CPUs this process may run on (its affinity mask), at least 1."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def check_threads(value: Any, option: str = "--threads") -> int:
@@ -71,6 +45,39 @@ def check_threads(value: Any, option: str = "--threads") -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_THREADS:
         raise ParamError(f"{option}: expected an integer in [1, {MAX_THREADS}], got {value!r}")
     return value
+
+
+def threads_requested(argv: Sequence[str]) -> int:
+    """The thread count of command line ``argv`` (its last ``--threads N`` or ``--threads=N`` before a bare
+    ``--``), read before the command's parser exists -- the libraries read their count when they load, and the
+    parser's module loads them; ``DEFAULT_THREADS`` when there is none or it is not an integer in [1,
+    ``MAX_THREADS``] (the command's parser then refuses it, before any work)."""
+    value = None
+    for token, following in zip(argv, [*argv[1:], None]):
+        if token == "--":
+            break
+        if token == "--threads":
+            value = following
+        elif token.startswith("--threads="):
+            value = token.partition("=")[2]
+    valid = value is not None and value.isascii() and value.isdigit() and 1 <= int(value) <= MAX_THREADS
+    return int(value) if valid else DEFAULT_THREADS
+
+
+@contextlib.contextmanager
+def thread_environment(threads: int) -> Iterator[None]:
+    """Each of ``THREAD_VARIABLES`` set to ``threads`` while the block runs, then as it was (set or not): every
+    BLAS / OpenMP library loaded in the block, in this process or a process it starts, uses ``threads``."""
+    previous = {name: os.environ.get(name) for name in THREAD_VARIABLES}
+    os.environ.update(dict.fromkeys(THREAD_VARIABLES, str(threads)))
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @contextlib.contextmanager

@@ -28,6 +28,7 @@ import numpy as np
 from accum.runtime import Interrupted
 from accum.simulations.params import ParamError, check_int, check_seed, float_option, integer_option, parse_assignments
 from accum.simulations.results import check_output_path, make_output_dir, make_record, reserve_output
+from accum.simulations.runner import WORKERS_HELP
 
 if TYPE_CHECKING:
     from accum.simulations.families import Family
@@ -59,7 +60,7 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--calibrate", type=integer_option, metavar="N", help="run the report at N fresh seeds; print its failure rate")
     p.add_argument("--only", nargs="+", metavar="CHECK", help="with --calibrate: only these checks of the report "
                    "(names as in its timings, e.g. far-mass), each row judged at the whole plan's share")
-    p.add_argument("--workers", type=integer_option, metavar="K", help="local processes (default: usable CPUs; 1 = in this process)")
+    p.add_argument("--workers", type=integer_option, metavar="K", help=WORKERS_HELP)
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run the checks (or --calibrate's reports) on Dask")
     p.add_argument("--cache", metavar="DIR", help="save each finished check (with --calibrate: each finished report) "
                                                   "here; a re-run reuses it")
@@ -142,14 +143,14 @@ def run_verify(args: argparse.Namespace) -> int:
     """``accum verify``: the options checked, the outputs reserved, the report (or --calibrate) run and printed."""
     check_options(args)
     from accum.simulations.families import family_name, family_params, make_family
-    from accum.simulations.runner import connect, default_workers
+    from accum.simulations.runner import DEFAULT_WORKERS, connect
     from accum.simulations.userfamily import check_sample
 
     from .report import report, run_report
     from .report_format import format_markdown, format_table
     from .report_plan import CLAIMS, PRESETS, plan_for_family
 
-    workers = default_workers() if args.workers is None else args.workers
+    workers = DEFAULT_WORKERS if args.workers is None else args.workers
     with contextlib.ExitStack() as stack:
         json_out, markdown_out = reserved_outputs(stack, args)
         if args.calibrate is not None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from accum.runtime import Interrupted
 from accum.simulations.params import ParamError, check_seed, integer_option, parse_assignments
 from accum.simulations.results import check_output_path, prove_writable_dirs
+from accum.simulations.runner import WORKERS_HELP
 
 from .paths import DEFAULT_OUT, DEFAULT_PROBES, DEFAULT_RESULTS
 
@@ -39,19 +40,20 @@ def add_figures(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--family", metavar="F", help="draw this family (built-in or module:Class) beside the built-ins "
                                                  "in figures 1-5")
     p.add_argument("--param", action="append", metavar="K=V", help="parameter of --family (repeatable)")
-    p.add_argument("--workers", type=integer_option, metavar="N", help="processes for missing measurements (default: usable CPUs)")
+    p.add_argument("--workers", type=integer_option, metavar="N",
+                   help=f"processes for missing measurements: {WORKERS_HELP}")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=run_figures)
 
 
 def run_figures(args: argparse.Namespace) -> int:
     """One line per figure on stdout (its files, or why it was skipped); exit 1 if a measurement failed."""
-    from accum.simulations.runner import check_workers, default_workers
+    from accum.simulations.runner import DEFAULT_WORKERS, check_workers
 
     from .data import DataError
     from .make import make_figures
 
-    workers = default_workers() if args.workers is None else check_workers(args.workers, "--workers")
+    workers = DEFAULT_WORKERS if args.workers is None else check_workers(args.workers, "--workers")
     seed = check_seed(args.seed, "--seed")
     check_output_path(args.out, "--out", directory=True)
     check_output_path(args.results, "--results", directory=True)

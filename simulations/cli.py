@@ -14,6 +14,7 @@ from .families import FAMILIES
 from .measure import QUANTITIES, config_from_record, plan_measurement, run_plan
 from .params import ParamError, check_seed, integer_option, parse_assignments
 from .results import ResultError, jsonable, read_record, reserve_output
+from .runner import WORKERS_HELP
 from .sweep import is_finished, load_grid, plan
 from .sweep import run_command as run_sweep_command
 from .userfamily import SampleReport
@@ -115,8 +116,7 @@ def add_sweep(sub: argparse._SubParsersAction) -> None:
                                    "per job, named by the hash of its config and code version; finished jobs "
                                    "are skipped, corrupt ones recomputed.")
     p.add_argument("grid", metavar="GRID.toml", help="the grid of jobs (family, quantity, parameter lists; SWEEP.md)")
-    p.add_argument("--workers", type=integer_option, metavar="N",
-                   help="local processes (default: usable CPUs; 1 = in this process)")
+    p.add_argument("--workers", type=integer_option, metavar="N", help=WORKERS_HELP)
     p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run on this Dask distributed scheduler")
     p.add_argument("--out", metavar="DIR", help="output directory instead of the grid's `output`")
     p.add_argument("--dry-run", action="store_true", help="validate the grid, count done and pending jobs")

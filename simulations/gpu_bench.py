@@ -7,7 +7,7 @@ Times ``near_weight`` (far mass) and ``far_residual`` with angles drawn on the d
 (so2-accumulated, Gaussian law, d = 64), and the bare draw of the same angles on the same device as their
 floor; prints far tokens per second and the ratios, and writes them as JSON.  Until it has been run on a
 GPU, docs/benchmarks.md says so: no figure here comes from a GPU.  Ctrl-C, SIGTERM (or ``timeout -s INT``) stops it
-with one line, exit status 130, and no JSON written.
+with one line, exit status 130 (143 for SIGTERM), and no JSON written (``accum.interrupts``, as for ``accum``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import time
 import numpy as np
 import torch
 
-from accum.runtime import EXIT_INTERRUPTED, terminate_as_interrupt
+from accum.interrupts import SignalPolicy
 
 from . import backend_torch as bt
 from . import estimators as est
@@ -88,13 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chunk", type=integer_option, default=2**16, help="far tokens per kernel launch")
     p.add_argument("--json", metavar="PATH")
     args = p.parse_args(argv)
+    policy = SignalPolicy().install()
     try:
         for name in ("--dim", "--far", "--samples", "--chunk"):
             check_int(name, getattr(args, name[2:]), 1)
         if args.dim % 2 or args.samples < 2:
             raise ParamError(f"--dim must be even and --samples >= 2, got {args.dim} and {args.samples}")
         output = reserve_output(args.json, "--json") if args.json else contextlib.nullcontext()
-        with terminate_as_interrupt(), output as saved:
+        with output as saved:
             out = run(args.device, args.dim, args.far, args.samples, args.chunk)
             print(json.dumps(out, indent=1))
             if saved is not None:
@@ -104,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print("gpu_bench: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return policy.status
+    finally:
+        policy.uninstall()
     return 0
 
 

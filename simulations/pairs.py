@@ -16,6 +16,21 @@ from .params import pieces
 
 #: a vector is fixed (A X A^T = X) to this tolerance
 FIXED_TOL = 1e-9
+#: flops of one piece of a long matrix product (``row_blocks``): about 0.1 s on one core at 15-20 GFLOP/s, and
+#: still a block of rows big enough for BLAS to run near full speed (64 rows at d = 4096)
+PRODUCT_PIECE_FLOPS = 2e9
+#: elements of one piece of a d x d result (8 MB of float64): memory-bound work on a 4096 x 4096 matrix, ~1 s on
+#: one core, goes in pieces of well under 0.1 s
+PIECE_ELEMENTS = 2**20
+
+
+def row_blocks(rows: int, row_flops: float, row_elements: int) -> list[slice]:
+    """Slices of ``range(rows)``, in order, of at most ``PRODUCT_PIECE_FLOPS`` flops and ``PIECE_ELEMENTS`` result
+    elements each (at least one row): a d x d result computed a block of rows at a time, so Ctrl-C is acted on
+    between blocks (one d x d product at d = 4096 is ~137 GFLOP, seconds of a single BLAS call that no signal
+    handler can interrupt)."""
+    step = max(1, int(min(PRODUCT_PIECE_FLOPS // max(row_flops, 1.0), PIECE_ELEMENTS // max(row_elements, 1))))
+    return [slice(start, min(start + step, rows)) for start in range(0, rows, step)]
 
 
 def sandwiches(a: np.ndarray, x: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -23,6 +38,12 @@ def sandwiches(a: np.ndarray, x: np.ndarray, b: np.ndarray) -> np.ndarray:
     one a single stacked call gives, so the result is too), so Ctrl-C is acted on between them."""
     d = x.shape[-1]
     return np.concatenate([a[part] @ x @ b[part] for part in pieces(a.shape[0], 4.0 * float(d) ** 3)])
+
+
+def product_in_pieces(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a @ b for a (n, k), b (k, m), a block of rows of a at a time (``row_blocks``)."""
+    blocks = row_blocks(a.shape[0], 2.0 * a.shape[1] * b.shape[1], b.shape[1])
+    return a @ b if len(blocks) == 1 else np.concatenate([a[rows] @ b for rows in blocks])
 
 
 class DensePair:
@@ -146,24 +167,38 @@ class HouseholderPair:
 
     def quad(self, x: np.ndarray) -> np.ndarray:
         """w_i^T X w_i per sample."""
-        return np.einsum("md,md->m", self.w @ x, self.w)
+        return np.einsum("md,md->m", product_in_pieces(self.w, x), self.w)
 
     def left(self, x: np.ndarray) -> np.ndarray:
-        weights = self.beta**2 * self.quad(x)
-        m = self.w.shape[0]
-        if m < self.w.shape[1]:  # C has rank <= M < d: C X and X C through W, O(M d^2) instead of two d^3 products
-            cx = self.w.T @ (self.beta[:, None] * (self.w @ x)) / m
-            xc = ((x @ self.w.T) * self.beta) @ self.w / m
-        else:
-            cx, xc = self.c @ x, x @ self.c
-        return x - cx - xc + self.w.T @ (weights[:, None] * self.w) / m
+        """S(X) a block of rows at a time (``row_blocks``): row r of C X, X C and W^T diag(.) W / M needs only rows
+        r of X and of W^T.  C has rank <= M, so for M < d, C X = W^T diag(beta) (W X) / M and X C = (X W^T) diag(beta)
+        W / M cost O(M d^2) instead of two d^3 products."""
+        w, beta, (m, d) = self.w, self.beta, self.w.shape
+        wx = product_in_pieces(w, x)                                     # (M, d): w_i^T X
+        outer = (beta**2 * np.einsum("md,md->m", wx, w))[:, None] * w    # beta_i^2 (w_i^T X w_i) w_i^T
+        low_rank, bwx = m < d, beta[:, None] * wx
+
+        def block(rows: slice) -> np.ndarray:
+            xr, wr = x[rows], w[:, rows].T
+            if low_rank:
+                cx, xc = wr @ bwx / m, ((xr @ w.T) * beta) @ w / m
+            else:
+                cx, xc = self.c[rows] @ x, xr @ self.c
+            return xr - cx - xc + wr @ outer / m
+
+        blocks = row_blocks(d, 6.0 * m * d if low_rank else 4.0 * d * d, d)
+        return np.concatenate([block(rows) for rows in blocks])
 
     right = left
 
     def values(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
-        # <U, A V A> = <U, V> - beta (w^T V U^T w + w^T U^T V w) + beta^2 (w^T V w)(w^T U w)
-        return (np.sum(u * v) - self.beta * (self.quad(v @ u.T) + self.quad(u.T @ v))
-                + self.beta**2 * self.quad(v) * self.quad(u))
+        """<U, A_i V A_i> per sample, O(M d^2) (no d x d x d product: at d = 4096 one took seconds, deaf to Ctrl-C):
+        <U, V> - beta (w^T V U^T w + w^T U^T V w) + beta^2 (w^T V w)(w^T U w), with
+        w^T V U^T w = (w^T V).(w^T U) and w^T U^T V w = (U w).(V w)."""
+        w = self.w
+        cross = (np.einsum("md,md->m", product_in_pieces(w, v), product_in_pieces(w, u))
+                 + np.einsum("md,md->m", product_in_pieces(w, u.T), product_in_pieces(w, v.T)))
+        return np.sum(u * v) - self.beta * cross + self.beta**2 * self.quad(v) * self.quad(u)
 
     def coherent_direction(self, rng: np.random.Generator) -> float | None:
         """kappa from the span of the w's (``householder_coherent_direction``); rng unused."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
-import os
 import re
 import signal
 import threading
@@ -19,33 +18,28 @@ from typing import Any, Callable, Iterator
 
 from tqdm import tqdm
 
-from accum.runtime import usable_cores
+from accum.runtime import thread_environment
 
 from .params import ParamError
 
 MAX_WORKERS = 1024         # local processes (``--workers``)
+#: the one default of ``--workers`` (verify, sweep, figures, probe sweep): in this process, as ``--threads`` defaults
+#: to 1 -- polite on a shared machine; results do not depend on it (bit-identical for any count)
+DEFAULT_WORKERS = 1
+WORKERS_HELP = (f"local processes (default {DEFAULT_WORKERS}: in this process, as for every command; on a machine of "
+                "your own, up to its cores)")
 SCHEDULER_SCHEMES = ("tcp", "tls")
 SCHEDULER_ADDRESS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)"
                                r":(?P<port>[0-9]+)")
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
-                    "NUMEXPR_NUM_THREADS")
-
-
-@contextlib.contextmanager
-def single_thread_env() -> Iterator[None]:
-    """Set each variable of ``THREAD_VARIABLES`` not already set to "1" while the block runs, then remove it.
+def single_thread_env() -> contextlib.AbstractContextManager[None]:
+    """Each of ``runtime.THREAD_VARIABLES`` set to "1" while the block runs, then as before
+    (``runtime.thread_environment``).
 
     Pool workers are started with ``spawn`` and copy this environment, so OpenBLAS/MKL/OpenMP read 1 thread
     when numpy loads in them (setting it in a worker initializer would be too late: numpy is imported while
-    the worker unpickles its first task).  A value the user set is left alone.
+    the worker unpickles its first task), whatever ``--threads`` the parent runs with.
     """
-    added = [name for name in THREAD_VARIABLES if name not in os.environ]
-    os.environ.update(dict.fromkeys(added, "1"))
-    try:
-        yield
-    finally:
-        for name in added:
-            os.environ.pop(name, None)
+    return thread_environment(1)
 
 
 def serial_outcomes(fn: Callable[[Any], Any], items: list) -> Iterator[tuple[Any, Any]]:
@@ -163,6 +157,3 @@ def map_outcomes(fn: Callable[[Any], Any], items: list, workers: int, client) ->
     return serial_outcomes(fn, items)
 
 
-def default_workers() -> int:
-    """CPUs this process may use, at most ``MAX_WORKERS``."""
-    return min(usable_cores(), MAX_WORKERS)

@@ -38,7 +38,7 @@ from .identity import code_identity, digest, job_key, job_modules, measure_modul
 from .measure import measure, plan_measurement
 from .params import ParamError
 from .results import ResultError, atomic_write_json, check_output_path, make_output_dir, prove_writable_dirs, read_record
-from .runner import check_scheduler, check_workers, connect, default_workers, map_outcomes
+from .runner import DEFAULT_WORKERS, check_scheduler, check_workers, connect, map_outcomes
 
 INDEX_SCHEMA = "accum.sweep-index/1"
 
@@ -256,7 +256,7 @@ def run_command(args: argparse.Namespace) -> int:
         done = sum(is_finished(grid.output, job) for job in jobs)
         print(json.dumps({"jobs": len(jobs), "done": done, "pending": len(jobs) - done, "output": str(grid.output)}))
         return 0
-    workers = default_workers() if args.workers is None else args.workers
+    workers = DEFAULT_WORKERS if args.workers is None else args.workers
     summary = run_sweep(grid, workers=workers, scheduler=args.scheduler, progress=not args.no_progress,
                         output_option=option)
     for where, error in summary.failed:

@@ -213,7 +213,7 @@ def run_case(kind: str, argv: list[str], folder: Path, delay: float | None, sig:
         return f"killed by signal {-proc.returncode}"
     if proc.returncode == 2 and (len(lines) != 1 or not lines[0].startswith("accum")) and "--help" not in argv:
         return f"refusal not one line: {lines[:3]}"
-    if took is not None and proc.returncode == 130 and took > latency:
+    if took is not None and proc.returncode == 128 + sig and took > latency:
         return f"signal acted on after {took:.2f} s"
     left = [str(p.relative_to(folder)) for p in folder.rglob("*") if p.suffix == ".tmp" or ".accum-write-test" in p.name]
     if left:
@@ -221,19 +221,25 @@ def run_case(kind: str, argv: list[str], folder: Path, delay: float | None, sig:
     return None
 
 
-def startup_window(tries: int = 6) -> None:
-    """SIGINT to ``accum families`` at 10, 15, ..., 60 ms after its start, ``tries`` times each: per delay how many
-    ended with accum's one line, with CPython's own text (a signal before accum's code runs), or silently."""
-    for ms in range(10, 65, 5):
-        counts = {"accum": 0, "python": 0, "silent": 0}
-        for _ in range(tries):
-            proc = subprocess.Popen([sys.executable, "-m", "accum.cli", "families"], env=ENV, start_new_session=True,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            time.sleep(ms / 1000)
-            os.killpg(proc.pid, signal.SIGINT)
-            _, err = proc.communicate()
-            counts["accum" if "accum families: interrupted" in err else "python" if err.strip() else "silent"] += 1
-        print(f"{ms} ms: " + ", ".join(f"{n} {k}" for k, n in counts.items()), flush=True)
+def startup_window(script: str, tries: int = 6, step_ms: int = 5, max_ms: int = 60) -> None:
+    """SIGINT, then SIGTERM, to the installed ``script families`` at 0, ``step_ms``, ..., ``max_ms`` ms after its
+    start, ``tries`` times each: per delay how many ended with accum's one line, with CPython's own text (a SIGINT
+    before accum's handler is in place: "Fatal Python error: init_import_site" during site start-up, or a
+    KeyboardInterrupt traceback), silently by the signal's default action (a SIGTERM then: status 143), or finished
+    before the signal came."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        for ms in range(0, max_ms + 1, step_ms):
+            counts = {"accum": 0, "python": 0, "silent": 0, "finished": 0}
+            for _ in range(tries):
+                proc = subprocess.Popen([script, "families"], env=ENV, start_new_session=True,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                time.sleep(ms / 1000)
+                os.killpg(proc.pid, sig)
+                _, err = proc.communicate()
+                outcome = ("accum" if "accum families: interrupted" in err else "python" if err.strip() else
+                           "finished" if proc.returncode == 0 else "silent")
+                counts[outcome] += 1
+            print(f"{sig.name} {ms} ms: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n), flush=True)
 
 
 def main() -> int:
@@ -243,10 +249,13 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=1.0, help="seconds a signal may take to end a run")
     parser.add_argument("--json", help="write every case and its outcome here")
     parser.add_argument("--startup-window", action="store_true",
-                        help="only measure how long after its start a SIGINT still meets CPython rather than accum")
+                        help="only measure how long after its start a signal still meets CPython rather than accum")
+    parser.add_argument("--accum", default=str(Path(sys.executable).with_name("accum")),
+                        help="the installed accum script --startup-window starts (default: the one beside this Python)")
+    parser.add_argument("--tries", type=int, default=6, help="signals per delay (--startup-window)")
     args = parser.parse_args()
     if args.startup_window:
-        startup_window()
+        startup_window(args.accum, args.tries)
         return 0
     rng = random.Random(args.seed)
     kinds = ["argv"] * 60 + ["input"] * 15 + ["family"] * 10 + ["signal"] * 15

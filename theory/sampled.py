@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from accum.simulations.params import ParamError
+from accum.simulations.params import ParamError, pieces
 
 ORTHO_TOL = 1e-8
 #: float64 numbers per chunk of sampled steps held as dense matrices at once (80 MB)
@@ -75,13 +75,16 @@ def split(chunks: list) -> tuple[list, list]:
 
 
 def step_mean_with_se(chunks: list) -> tuple[np.ndarray, np.ndarray]:
-    """E_hat[A] and its entrywise standard error, (d, d) each."""
+    """E_hat[A] and its entrywise standard error, (d, d) each.  The steps are made dense a few at a time
+    (``params.pieces``, counting 2 d^3 flops a step), so Ctrl-C is acted on between them (at d = 4096 a chunk of 7
+    dense steps is ~1 GB and most of a second of uninterruptible numpy work)."""
     d = chunks[0].dim
     total, squares, m = np.zeros((d, d)), np.zeros((d, d)), 0
     for c in chunks:
-        a = c.apply(0, np.broadcast_to(np.eye(d), (c.batch, d, d)))
-        total += a.sum(axis=0)
-        squares += (a**2).sum(axis=0)
+        for part in pieces(c.batch, 2.0 * float(d) ** 3):
+            a = c.take(part).apply(0, np.broadcast_to(np.eye(d), (part.stop - part.start, d, d)))
+            total += a.sum(axis=0)
+            squares += (a**2).sum(axis=0)
         m += c.batch
     mean = total / m
     return mean, np.sqrt(np.maximum(squares - m * mean**2, 0.0) / (m - 1) / m)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ignore_sigint, interrupt_when
+from conftest import interrupt_when
 
 from accum.probes import gpu_session
 from accum.probes.train import TrainConfig, load_data
@@ -153,13 +153,14 @@ def test_unpack_refuses_what_is_not_an_archive(tmp_path, capsys):
 
 
 def test_sigint_during_a_run_keeps_the_finished_runs(tmp_path):
-    """SIGINT (with SIGINT inherited ignored, as a script's background job has it) while the second run trains:
-    one line saying what was kept, exit 130, sweep.json holding the first run only, the second resumable."""
+    """SIGINT (as the GPU session's ``timeout -s INT`` sends it; timeout starts its command with SIGINT handled
+    even from a script's background job) while the second run trains: one line saying what was kept, exit 130,
+    sweep.json holding the first run only, the second resumable."""
     out = tmp_path / "sweep"
     argv = ["probe", "sweep", "--preset", "gpu", *TINY.split(), "--arms", "nope", "rope",
             "--out", str(out), "--threads", "1", "--no-progress", "--data-dir", str(tmp_path / "d")]
     second = out / "rope" / "seed0"  # runs go seed by seed: nope/seed0, rope/seed0, nope/seed1, ...
-    rc, err, seconds = interrupt_when(argv, lambda: (second / "checkpoint.pt").exists(), tmp_path, preexec=ignore_sigint)
+    rc, err, seconds = interrupt_when(argv, lambda: (second / "checkpoint.pt").exists(), tmp_path)
     lines = err.strip().splitlines()
     assert rc == 130 and lines[-1] == f"accum probe: interrupted; 1 finished runs kept in {out}", err
     sweep = json.loads((out / "sweep.json").read_text())

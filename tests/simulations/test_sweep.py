@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from accum import cli as accum_cli
+from accum.runtime import THREAD_VARIABLES
 from accum.simulations import cli, grid as grids, identity, runner, sweep
 from accum.simulations.measure import measure
 from accum.simulations.params import ParamError
@@ -47,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from accum.simulations.steps import AngleSteps
-from accum.simulations.runner import THREAD_VARIABLES
+from accum.runtime import THREAD_VARIABLES
 
 
 @dataclass(frozen=True)
@@ -142,23 +143,25 @@ def test_one_and_three_workers_give_bit_identical_results_from_single_threaded_w
     monkeypatch.syspath_prepend(str(family_dir))
     probe = '\n[[family]]\nname = "sweep_test_families:ThreadProbe"\ndim = [2, 4]\n'
     grid = sweep.load_grid(write_grid(tmp_path, grid_text(FAMILIES + probe)))
-    for name in runner.THREAD_VARIABLES:                                # in-process: the probe needs them set here
+    for name in THREAD_VARIABLES:                                # in-process: the probe needs them set here
         monkeypatch.setenv(name, "1")
     one = sweep.run_sweep(grid, workers=1)
-    for name in runner.THREAD_VARIABLES:                                # the pool must set them for its workers
+    for name in THREAD_VARIABLES:                                # the pool must set them for its workers
         monkeypatch.delenv(name)
     three = sweep.run_sweep(replace(grid, output=tmp_path / "three"), workers=3)
     assert one.failed == three.failed == ()
     assert one.computed == three.computed == N_JOBS + 4
     assert result_sections(grid.output) == result_sections(tmp_path / "three")
-    assert not set(runner.THREAD_VARIABLES) & set(os.environ)           # and restore the parent's environment
+    assert not set(THREAD_VARIABLES) & set(os.environ)           # and restore the parent's environment
 
 
-def test_single_thread_env_leaves_user_settings_alone(monkeypatch):
+def test_single_thread_env_sets_one_thread_and_restores_the_environment(monkeypatch):
+    """Workers run one thread whatever the parent's count (``accum --threads 4`` sets the variables to 4 in the
+    parent); afterwards each variable is as it was, set or not."""
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
     with runner.single_thread_env():
-        assert os.environ["OMP_NUM_THREADS"] == "3" and os.environ["MKL_NUM_THREADS"] == "1"
+        assert all(os.environ[name] == "1" for name in THREAD_VARIABLES)
     assert os.environ["OMP_NUM_THREADS"] == "3" and "MKL_NUM_THREADS" not in os.environ
 
 
