@@ -239,8 +239,8 @@ CHECKPOINT_KEYS = ("model", "optimizer", "generators", "step", "tokens_seen", "h
 
 
 def first_line(err: BaseException) -> str:
-    """An exception's message cut to its first line (torch and safetensors write paragraphs)."""
-    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+    """An exception's message cut to the first sentence of its first line (torch and safetensors write paragraphs)."""
+    return (str(err).strip().splitlines() or [type(err).__name__])[0].split(". ")[0]
 
 
 def load_checkpoint(path: Path) -> dict:
