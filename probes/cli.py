@@ -272,14 +272,16 @@ def sweep_config(args: argparse.Namespace, flags: dict[str, str]) -> SweepConfig
     given = {"arms": args.arms, "seeds": args.seeds, "looks": sweep_looks(args.looks), "alpha": args.alpha,
              "analysis_multiplier": args.analysis_multiplier, "analysis_windows": args.analysis_windows}
     plan.update({k: v for k, v in given.items() if v is not None})
+    if args.looks is not None:  # the paper-form rows are judged at the looks given (SweepConfig.paper_plan_looks)
+        plan["paper_looks"] = ()
     plan = {k: tuple(v) if isinstance(v, list) else v for k, v in plan.items()}
     try:
         return SweepConfig(train=train_cfg, eval=eval_cfg, variants=parse_variants(args.variant,
                                                                                       design["sweep"].get("variants", {})),
                            **plan)
     except ParamError as err:
-        if err.names == ("looks",) and args.seeds is not None and args.looks is None:
-            raise looks_misfit(len(args.seeds), tuple(plan.get("looks", ())), args.preset or "cpu") from None
+        if err.names in (("looks",), ("paper_looks",)) and args.seeds is not None and args.looks is None:
+            raise looks_misfit(len(args.seeds), plan, args.preset or "cpu") from None
         raise ParamError(err.message(flags)) from None
 
 
@@ -293,12 +295,14 @@ def sweep_looks(given: list | None) -> tuple | list | None:
     return ()
 
 
-def looks_misfit(n: int, looks: tuple[int, ...], name: str) -> ParamError:
-    """The refusal of ``n`` --seeds (valid ones) that the preset's ``looks`` do not fit, when --looks was not given:
-    what to give instead, in the options the user gave."""
-    return ParamError(f"--seeds gives {n} seeds, but the {name} preset judges its claims at {', '.join(map(str, looks))} "
-                      f"paired seeds: give at least {looks[-1]} --seeds, or --looks with at most {n} (e.g. --looks {n}, "
-                      "or --looks none: one look at every seed)")
+def looks_misfit(n: int, plan: dict, name: str) -> ParamError:
+    """The refusal of ``n`` --seeds (valid ones) that the preset's looks (``plan``'s looks and paper_looks) do not
+    fit, when --looks was not given: what to give instead, in the options the user gave."""
+    looks, paper = tuple(plan.get("looks", ())), tuple(plan.get("paper_looks", ()))
+    said = ", ".join(map(str, looks)) + (f" (its paper-form claims at {', '.join(map(str, paper))})" if paper else "")
+    return ParamError(f"--seeds gives {n} seeds, but the {name} preset judges its claims at {said} paired seeds: give "
+                      f"at least {max(looks + paper)} --seeds, or --looks with at most {n} (e.g. --looks {n}, or --looks "
+                      "none: one look at every seed)")
 
 
 def run_probe_sweep(args: argparse.Namespace, device: str) -> None:

@@ -161,7 +161,8 @@ def probe_parser(subparsers) -> argparse.ArgumentParser:
                          help="sequential design: judge each claim at these numbers of paired seeds (increasing, "
                               "the last the cap, at most the number of --seeds); each look's interval has level "
                               "1 - alpha/K; seeds beyond the first look run only for unresolved claims "
-                              "(default: the preset's; none: one look at every seed)")
+                              "(default: the preset's; none: one look at every seed); given, the paper-form claims "
+                              "are judged at the same looks")
     p_sweep.add_argument("--alpha", type=float_option, default=None, help="error budget shared by the looks (default 0.05)")
     p_sweep.add_argument("--analysis-multiplier", type=integer_option, default=None, metavar="M",
                          help="attention analysis on windows of M x the training length (default: the preset's)")
