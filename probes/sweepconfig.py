@@ -31,7 +31,8 @@ class SweepConfig:
     """train: shared training config (its ``arm`` and ``seed`` are replaced per run); arms: arm labels, each a
     built-in arm's name or a label of ``variants``; variants: (label, ((field, value), ...)) pairs, the
     ``TrainConfig`` overrides of each variant (``arm`` among them); seeds: at least ``MIN_SEEDS`` distinct
-    training seeds; every length is evaluated on at least ``MIN_EVAL_WINDOWS`` windows (n_tokens >= 2 x seq_len x
+    training seeds; the multipliers include 1 (every ratio is to 1x); every length is evaluated on at least
+    ``MIN_EVAL_WINDOWS`` windows (n_tokens >= 2 x seq_len x
     the largest multiplier); analysis windows are ``analysis_windows`` validation windows of
     ``analysis_multiplier`` * seq_len tokens.
 
@@ -64,6 +65,9 @@ class SweepConfig:
         ok = all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**63 for s in self.seeds)
         if not ok or len(self.seeds) < MIN_SEEDS or len(set(self.seeds)) < len(self.seeds):
             raise field_error("seeds", f"must be at least {MIN_SEEDS} distinct integers in [0, 2^63), got {list(self.seeds)!r}")
+        if 1 not in self.eval.multipliers:
+            raise field_error("multipliers", "must include 1: a sweep's ratios and claims compare every length with 1x "
+                              f"L_train, got {list(self.eval.multipliers)!r}")
         longest = max(self.eval.multipliers) * self.train.seq_len
         if self.eval.n_tokens < MIN_EVAL_WINDOWS * longest:
             raise ParamError(f"{{n_tokens}} must be >= {MIN_EVAL_WINDOWS} x {{seq_len}} x the largest of {{multipliers}} = "
@@ -211,9 +215,10 @@ def load_design(out_dir: Path) -> SweepConfig | None:
 
 
 def check_design(cfg: SweepConfig, out_dir: Path, redesign: bool = False) -> None:
-    """A sweep keeps its design: write ``out_dir/design.json`` when there is none; refuse (``ParamError``, one line
-    naming the first difference) a ``cfg`` that differs from the recorded one, unless ``redesign``, which records
-    ``cfg`` instead (finished runs of other configs are still never rewritten: ``check_run_folder``)."""
+    """A sweep keeps its design: refuse (``ParamError``, one line naming the first difference) a ``cfg`` that
+    differs from the one recorded in ``out_dir/design.json``, unless ``redesign``.  Writes nothing: ``record_design``
+    does, once every other check of the sweep has passed (finished runs of other configs are never rewritten:
+    ``check_run_folder``)."""
     path = Path(out_dir) / DESIGN
     saved = load_design(out_dir)
     if saved is not None and not redesign:
@@ -221,8 +226,13 @@ def check_design(cfg: SweepConfig, out_dir: Path, redesign: bool = False) -> Non
         if diff:
             raise ParamError(f"{path} records another design ({diff}); rerun without design options to resume it, "
                              "use a new {out}, or pass {redesign} to record this one", ("out", "redesign"))
-    if saved is None or redesign:
-        write_if_changed(path, json_text(design_record(cfg)))
+
+
+def record_design(cfg: SweepConfig, out_dir: Path, redesign: bool = False) -> None:
+    """Write ``out_dir/design.json`` when there is none, or (``redesign``) when it records another design; after
+    ``check_design`` and the run folders' checks, so that a refused sweep leaves the recorded design as it was."""
+    if redesign or load_design(out_dir) is None:
+        write_if_changed(Path(out_dir) / DESIGN, json_text(design_record(cfg)))
 
 
 def missing_runs(cfg: SweepConfig, runs: dict) -> list[list]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file as safetensors_load
 from safetensors.torch import save as safetensors_save
 from tqdm import tqdm
@@ -26,6 +27,7 @@ from accum.probes.data import (SOURCES, TOKENIZERS, TokenData, bpe_data, char_da
 from accum.probes.io import provenance, read_json, write_atomic, write_json
 from accum.probes.model import TOKEN_ARMS, ModelConfig, ProbeModel
 from accum.simulations.params import ParamError, check_int, field_error
+from accum.simulations.results import ResultError
 
 #: which parameters AdamW decays (``make_optimizer``)
 DECAYS = ("matrices", "all")
@@ -232,18 +234,64 @@ def _save_checkpoint(path: Path, model, opt, gens, step: int, tokens: int, histo
     write_atomic(path, buf.getvalue())
 
 
+#: what a checkpoint holds (``_save_checkpoint``) and a resume reads
+CHECKPOINT_KEYS = ("model", "optimizer", "generators", "step", "tokens_seen", "history", "train_seconds", "config")
+
+
+def first_line(err: BaseException) -> str:
+    """An exception's message cut to the first sentence of its first line (torch and safetensors write paragraphs)."""
+    return (str(err).strip().splitlines() or [type(err).__name__])[0].split(". ")[0]
+
+
 def load_checkpoint(path: Path) -> dict:
-    """torch.load(weights_only=True) of a training checkpoint."""
-    return torch.load(path, map_location="cpu", weights_only=True)
+    """torch.load(weights_only=True) of a training checkpoint; ``ResultError`` naming the file when it is not one
+    (truncated, zeroed, another format) or lacks a field a resume reads (``CHECKPOINT_KEYS``)."""
+    try:
+        ck = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises RuntimeError, UnpicklingError, EOFError, ... for a damaged file
+        raise ResultError(f"{path}: not a readable training checkpoint ({first_line(err)})") from None
+    missing = [k for k in CHECKPOINT_KEYS if not isinstance(ck, dict) or k not in ck]
+    if missing:
+        raise ResultError(f"{path}: not a training checkpoint of `accum probe train` (no {missing[0]!r} entry)")
+    return ck
+
+
+def resume_state(path: Path, cfg: TrainConfig) -> dict | None:
+    """The checkpoint at ``path`` that training ``cfg`` resumes from, None when there is none; ``ResultError``
+    naming the file when it is damaged or was written with another config (its first differing field)."""
+    if not path.exists():
+        return None
+    ck = load_checkpoint(path)
+    try:
+        saved = TrainConfig.normalised(ck["config"])
+    except (ParamError, TypeError, AttributeError) as err:
+        raise ResultError(f"{path}: its config is not a training config ({first_line(err)})") from None
+    wanted = cfg.to_dict()
+    differ = next((k for k in wanted if saved.get(k) != wanted[k]), None)
+    if differ is not None:
+        raise ResultError(f"{path} was written with another config ({differ}: {saved.get(differ)!r} there, "
+                          f"{wanted[differ]!r} asked)")
+    return ck
+
+
+def check_weights(path: Path) -> None:
+    """``ResultError`` naming ``path`` unless it is a complete safetensors file: its header is read (safetensors
+    bounds its size and checks that the tensors cover the file), no tensor is."""
+    try:
+        with safe_open(str(path), "pt") as f:
+            f.keys()
+    except (SafetensorError, OSError) as err:
+        raise ResultError(f"{path}: not a safetensors weights file ({first_line(err)})") from None
 
 
 def train(cfg: TrainConfig, out_dir: Path, *, data: TokenData | None = None, data_meta: dict | None = None,
           cache_dir: Path | None = None, device: str = "cpu", threads: int = 2, stop_after: int | None = None,
-          progress: bool = True) -> dict:
+          progress: bool = True, preset: str | None = None) -> dict:
     """Train (or resume) one arm into ``out_dir``; return the results dict also written to train.json.
 
-    out_dir/checkpoint.pt is resumed when present (its config must equal ``cfg``).  stop_after: stop once
-    this many optimiser steps are done in total (simulates an interruption; the checkpoint is written).
+    out_dir/checkpoint.pt is resumed when present (``resume_state``: its config must equal ``cfg``).  stop_after:
+    stop once this many optimiser steps are done in total (simulates an interruption; the checkpoint is written).
+    preset: the preset the config was built from, recorded for ``accum probe eval``'s defaults.
     Returns {"config", "model_config", "tokens_seen", "lr", "timings", "history", "final_train_loss", ...}.
     """
     torch.set_num_threads(threads)
@@ -256,10 +304,8 @@ def train(cfg: TrainConfig, out_dir: Path, *, data: TokenData | None = None, dat
     gens = seeded_generators(cfg.seed)
     step, tokens, history, elapsed_before = 0, 0, [], 0.0
     ckpt_path = out_dir / CHECKPOINT
-    if ckpt_path.exists():
-        ck = load_checkpoint(ckpt_path)
-        if TrainConfig.normalised(ck["config"]) != cfg.to_dict():
-            raise ValueError(f"{ckpt_path} was written with a different config; use another --out or delete it")
+    ck = resume_state(ckpt_path, cfg)
+    if ck is not None:
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
         for g, s in zip(gens, ck["generators"]):
@@ -300,7 +346,7 @@ def train(cfg: TrainConfig, out_dir: Path, *, data: TokenData | None = None, dat
                "angle_spread": angle_spread(model),
                "history": history, "final_train_loss": history[-1]["loss"] if history else None,
                "n_params": sum(p.numel() for p in model.parameters()), "data": data_meta or {},
-               "provenance": provenance(threads, device)}
+               "provenance": provenance(threads, device), **({} if preset is None else {"preset": preset})}
     if results["finished"]:
         write_atomic(out_dir / WEIGHTS, safetensors_save({k: v.contiguous().cpu() for k, v in model.state_dict().items()}))
     write_json(out_dir / RESULTS, results)
@@ -308,9 +354,30 @@ def train(cfg: TrainConfig, out_dir: Path, *, data: TokenData | None = None, dat
 
 
 def load_trained(out_dir: Path, vocab_size: int, device: str = "cpu") -> tuple[ProbeModel, TrainConfig]:
-    """Model and config of a finished run in ``out_dir`` (weights from model.safetensors)."""
+    """Model and config of a finished run in ``out_dir`` (weights from model.safetensors); ``ResultError`` naming
+    the weights file when it is damaged or holds another model's tensors."""
     res = read_json(Path(out_dir) / RESULTS)
     cfg = TrainConfig.from_dict(res["config"])
     model = build_model(cfg, vocab_size)
-    model.load_state_dict(safetensors_load(str(Path(out_dir) / WEIGHTS)))
+    path = Path(out_dir) / WEIGHTS
+    check_weights(path)
+    try:
+        state = safetensors_load(str(path))
+    except SafetensorError as err:
+        raise ResultError(f"{path}: not a safetensors weights file ({first_line(err)})") from None
+    mismatch = state_mismatch(state, model.state_dict())
+    if mismatch:
+        raise ResultError(f"{path}: not the weights of this run's model ({mismatch})")
+    model.load_state_dict(state)
     return model.to(device).eval(), cfg
+
+
+def state_mismatch(state: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> str | None:
+    """The first way ``state`` is not a state dict of ``expected``'s names and shapes, in words; None if it is."""
+    for name, tensor in expected.items():
+        if name not in state:
+            return f"no tensor {name!r}"
+        if state[name].shape != tensor.shape:
+            return f"tensor {name!r} of shape {list(state[name].shape)}, the model's is {list(tensor.shape)}"
+    extra = sorted(set(state) - set(expected))
+    return f"a tensor {extra[0]!r} the model does not have" if extra else None

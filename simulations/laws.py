@@ -10,7 +10,10 @@ Statistics", ch. 3; tests/simulations/test_families.py checks every phi against 
 tests/theory/test_theory_so2.py against quadrature or enumeration).
 
 Upper bounds on the parameters (a value beyond them is refused, never clipped): angles act modulo 2 pi, and in
-float64 |mu|, |offset|, a <= 1e6 still leave about 1e-10 rad of resolution after the reduction; scales sigma,
+float64 |mu|, |offset|, a <= 1e6 still leave about 1e-10 rad of resolution after the reduction (a location is
+reduced to (-pi, pi] before it is used, ``wrapped``: the same law, with every draw within the angle bound
+``userfamily.MAX_ANGLE`` = 1e6 that ``check_sample`` holds every family to; a location already in [-pi, pi] is
+used unchanged, bit for bit); scales sigma,
 gamma, table_sigma <= 1e3 are far past the point (~40) where the law is uniform on the circle to double precision,
 and kappa <= 1e6 (von Mises of circular standard deviation 1e-3) keeps the Bessel ratios accurate.
 """
@@ -84,29 +87,36 @@ def check_token_table(vocab: int, per_token: int, where: str) -> None:
                                    f"{MAX_TABLE_NUMBERS}, MAX_TABLE_NUMBERS)")
 
 
+def wrapped(angle: float) -> float:
+    """``angle`` reduced modulo 2 pi to [-pi, pi] (IEEE remainder, exact for the float64 2 pi): the same rotation,
+    R(wrapped(a)) = R(a); an angle already in [-pi, pi] comes back unchanged."""
+    return math.remainder(angle, 2 * math.pi)
+
+
 def _same_on_planes(value: complex, dim: int) -> np.ndarray:
     return np.full(dim // 2, value, dtype=complex)
 
 
 @param_dataclass
 class Gaussian(AngleLaw):
-    """theta ~ N(mu, sigma^2) on every plane; phi(k) = exp(i k mu - k^2 sigma^2 / 2)."""
+    """theta ~ N(mu, sigma^2) on every plane, mu taken modulo 2 pi (``wrapped``);
+    phi(k) = exp(i k mu - k^2 sigma^2 / 2)."""
 
     name: ClassVar[str] = "gaussian"
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (MU, ParamSpec("sigma", "float", 0.5, "standard deviation", lo=0.0, hi=1e3))
 
     def sample(self, rng, shape, dim):
-        return rng.normal(self.mu, self.sigma, shape)
+        return rng.normal(wrapped(self.mu), self.sigma, shape)
 
     def torch_sampler(self, dim, device, gen):
-        """theta = mu + sigma N(0, 1)."""
+        """theta = wrapped(mu) + sigma N(0, 1)."""
         import torch
 
         return lambda n, b: torch.randn((b, n, dim // 2), generator=gen, dtype=torch.float64, device=device
-                                        ).mul_(self.sigma).add_(self.mu)
+                                        ).mul_(self.sigma).add_(wrapped(self.mu))
 
     def characteristic(self, k, dim):
-        return _same_on_planes(np.exp(1j * k * self.mu - 0.5 * k * k * self.sigma**2), dim)
+        return _same_on_planes(np.exp(1j * k * wrapped(self.mu) - 0.5 * k * k * self.sigma**2), dim)
 
 
 @param_dataclass
@@ -163,8 +173,9 @@ class WrappedCauchy(AngleLaw):
 
 @param_dataclass
 class Lattice(AngleLaw):
-    """theta uniform on the m points offset + 2 pi j / m, j = 0 .. m-1 (the law with no spectral gap:
-    |phi(k)| = 1 whenever m divides k);  phi(k) = exp(i k offset) if m divides k, else 0."""
+    """theta uniform on the m points offset + 2 pi j / m, j = 0 .. m-1, offset taken modulo 2 pi (``wrapped``)
+    (the law with no spectral gap: |phi(k)| = 1 whenever m divides k);  phi(k) = exp(i k offset) if m divides k,
+    else 0."""
 
     name: ClassVar[str] = "lattice"
     PARAMS: ClassVar[tuple[ParamSpec, ...]] = (
@@ -173,18 +184,18 @@ class Lattice(AngleLaw):
     )
 
     def sample(self, rng, shape, dim):
-        return self.offset + (2 * math.pi / self.m) * rng.integers(self.m, size=shape)
+        return wrapped(self.offset) + (2 * math.pi / self.m) * rng.integers(self.m, size=shape)
 
     def torch_sampler(self, dim, device, gen):
-        """theta = offset + (2 pi / m) K, K uniform on {0, ..., m-1}."""
+        """theta = wrapped(offset) + (2 pi / m) K, K uniform on {0, ..., m-1}."""
         import torch
 
         step = 2 * math.pi / self.m
         return lambda n, b: torch.randint(self.m, (b, n, dim // 2), generator=gen, device=device
-                                          ).to(torch.float64).mul_(step).add_(self.offset)
+                                          ).to(torch.float64).mul_(step).add_(wrapped(self.offset))
 
     def characteristic(self, k, dim):
-        return _same_on_planes(np.exp(1j * k * self.offset) if k % self.m == 0 else 0.0, dim)
+        return _same_on_planes(np.exp(1j * k * wrapped(self.offset)) if k % self.m == 0 else 0.0, dim)
 
 
 @param_dataclass

@@ -72,7 +72,8 @@ class ParamSpec:
         return self.validate(value)
 
     def validate(self, value: Any) -> Any:
-        """Return ``value`` if it lies in the allowed range, else raise ``ParamError``."""
+        """Return ``value`` if it lies in the allowed range, else raise ``ParamError``.  A float comes back as a
+        Python float with -0.0 read as 0.0 (``+ 0.0``): numpy's samplers refuse a scale whose sign bit is set."""
         if self.kind == "choice":
             if value not in self.choices:
                 raise ParamError(f"parameter {self.name!r} = {value!r} is not allowed; allowed: {self.allowed()}")
@@ -87,7 +88,7 @@ class ParamSpec:
         too_high = value >= self.hi if self.hi_open else value > self.hi
         if too_low or too_high or (self.even and int(value) % 2):
             raise ParamError(f"parameter {self.name!r} = {value!r} is out of range; allowed: {self.allowed()}")
-        return int(value) if self.kind == "int" else float(value)
+        return int(value) if self.kind == "int" else float(value) + 0.0
 
 
 _FIELD_TYPES = {"int": int, "float": float, "choice": str}

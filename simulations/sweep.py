@@ -150,6 +150,17 @@ def read_job_record(path: str | os.PathLike, expected_hash: str) -> dict:
     return record
 
 
+def check_result_slots(output: Path, jobs: list[Job], option: str) -> None:
+    """Before any job runs: ``ParamError`` naming ``option`` when something other than a regular file (a folder, a
+    device, a dangling link) stands where index.json or a job's result file will be written -- the write, an
+    ``os.replace`` after the job has computed, would fail."""
+    for path in (Path(output) / "index.json", *(result_path(output, job) for job in jobs)):
+        if os.path.lexists(path) and not path.is_file():
+            what = "a folder" if path.is_dir() else "not a regular file"
+            raise ParamError(f"{option} {output}: {path.name} is {what}, where the sweep writes "
+                             f"{'its index' if path.name == 'index.json' else 'a job result'}; move it away")
+
+
 def is_finished(output: Path, job: Job) -> bool:
     try:
         read_job_record(result_path(output, job), job.hash)
@@ -204,7 +215,7 @@ def run_sweep(grid: Grid, *, workers: int = 1, scheduler: str | None = None, pro
 
     Checked in this order before any job runs: ``workers``, the ``scheduler`` address, every job of the grid
     (``plan``), the connection to the scheduler, the output directory (created here; errors name it as
-    ``output_option``, by default the grid's ``output`` key).  Interrupting (Ctrl-C,
+    ``output_option``, by default the grid's ``output`` key) and the files it will write (``check_result_slots``).  Interrupting (Ctrl-C,
     a crash, SIGKILL) loses only jobs in flight; ``index.json`` is rewritten at the end of every run that
     gets to clean up.  The progress bar (tqdm, stderr) counts finished jobs.
     """
@@ -213,7 +224,9 @@ def run_sweep(grid: Grid, *, workers: int = 1, scheduler: str | None = None, pro
         check_scheduler(scheduler, "scheduler")
     jobs = plan(grid)
     with connect(scheduler) if scheduler is not None else contextlib.nullcontext() as client:
-        make_output_dir(grid.output, output_option or f"output (in {grid.source})")
+        option = output_option or f"output (in {grid.source})"
+        make_output_dir(grid.output, option)
+        check_result_slots(grid.output, jobs, option)
         status = {job.hash: "done" if is_finished(grid.output, job) else "pending" for job in jobs}
         todo = [job for job in jobs if status[job.hash] == "pending"]
         failed = []
@@ -253,6 +266,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.dry_run:
         prove_writable_dirs({option: grid.output})  # what the run's make_output_dir would refuse; nothing is left
         jobs = plan(grid)
+        check_result_slots(grid.output, jobs, option)
         done = sum(is_finished(grid.output, job) for job in jobs)
         print(json.dumps({"jobs": len(jobs), "done": done, "pending": len(jobs) - done, "output": str(grid.output)}))
         return 0

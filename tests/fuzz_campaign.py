@@ -147,11 +147,34 @@ def special_files(folder: Path) -> dict[str, str]:
               "deep.toml": "a = " + "[" * 5000, "table.toml": "a = " + "{b=" * 200 + "1" + "}" * 200,
               "bigint.toml": "quantity = " + "9" * 5000, "nan.json": '{"schema": "accum.result/1", "kind": "measurement", '
               '"config": {}, "result": {"x": NaN}, "version": "0"}'}
+    writes.update({"dotted.toml": "a" + ".a" * 100_000 + " = 1\n", "items.json": "[" + "[]," * 2_200_000 + "[]]"})
     for name, text in writes.items():
         (folder / name).write_text(text)
     (folder / "latin1.json").write_bytes(b'{"a": "\xe9\xff"}')
+    runs = damaged_runs(folder)
     return {"device": "/dev/zero", "fifo": "fifo", "dir": "dir", "dangling": "dangling", "latin1": "latin1.json",
-            **{name.replace(".", "-"): name for name in writes}}
+            **{name.replace(".", "-"): name for name in writes}, **runs}
+
+
+def damaged_runs(folder: Path) -> dict[str, str]:
+    """Finished probe run folders (a train.json of the default config) whose model.safetensors is truncated, zeroed
+    or has a header length of 2^62, and one whose checkpoint.pt is junk (a run to resume)."""
+    from accum.probes.train import TrainConfig
+
+    record = json.dumps({"config": TrainConfig().to_dict(), "finished": True, "step": TrainConfig().steps})
+    weights = {"truncated": b"\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":", "zeroed": bytes(4096),
+               "huge-header": (2**62).to_bytes(8, "little") + b"{}"}
+    names = {}
+    for kind, data in weights.items():
+        run = folder / f"run-{kind}"
+        run.mkdir()
+        (run / "train.json").write_text(record)
+        (run / "model.safetensors").write_bytes(data)
+        names[f"run-{kind}"] = run.name
+    (folder / "run-checkpoint").mkdir()
+    (folder / "run-checkpoint" / "checkpoint.pt").write_bytes(b"PK\x03\x04" + bytes(2048))
+    names["run-checkpoint"] = "run-checkpoint"
+    return names
 
 
 def valid_work(argv: list[str]) -> bool:
@@ -164,7 +187,8 @@ def input_case(rng: random.Random, files: dict[str, str]) -> list[str]:
     path = rng.choice(sorted(files.values()))
     return rng.choice([["measure", "--from", path], ["sweep", path, "--dry-run"], ["probe", "report", "--sweep", path],
                        ["probe", "eval", "--run", path], ["figures", "--quick", "--probes", path, "--out", "f"],
-                       ["verify", "--calibrate", "1", "--cache", path]])
+                       ["verify", "--calibrate", "1", "--cache", path],
+                       ["probe", "train", "--preset", "tiny", "--out", path, "--no-progress"]])
 
 
 def family_case(rng: random.Random) -> list[str]:

@@ -119,9 +119,12 @@ def special_inputs(tmp: Path) -> dict[str, str]:
     (tmp / "deep.toml").write_text("a = " + "[" * 3000 + "]" * 3000)
     (tmp / "deep-table.toml").write_text("a = " + "{b=" * 100 + "1" + "}" * 100)
     (tmp / "bigint.toml").write_text("quantity = " + "9" * 5000)
+    (tmp / "dotted.toml").write_text("a" + ".a" * 100_000 + " = 1\n")  # quadratic in tomllib (issue 40: 3.86 GB)
+    (tmp / "items.json").write_text("[" + "[]," * (inputs.MAX_JSON_ITEMS // 2) + "[]]")  # 0.6 GB of lists at most
     return {"device": "/dev/zero", "fifo": "fifo", "folder": "folder", "dangling": "dangling", "deep": "deep.json",
             "deep-ok": "deep-ok.json", "bigint": "bigint.json", "latin1": "latin1.json", "deep-toml": "deep.toml",
-            "deep-table": "deep-table.toml", "bigint-toml": "bigint.toml"}
+            "deep-table": "deep-table.toml", "bigint-toml": "bigint.toml", "dotted-toml": "dotted.toml",
+            "items": "items.json"}
 
 
 INPUT_OPTIONS = {  # what the message names -> argv with {} for the input path

@@ -55,6 +55,10 @@ REFUSED = {
     "sweep negative eval seed": (["sweep", "--out", "{tmp}/s", "--eval-seed", "-1"], ["--eval-seed", "got -1"]),
     "sweep negative train seed": (["sweep", "--out", "{tmp}/s", "--seeds", "0", "1", "-1"], ["--seeds must", "[0, 1, -1]"]),
     "sweep two seeds": (["sweep", "--out", "{tmp}/s", "--seeds", "0", "1"], ["--seeds must", "at least 3"]),
+    "sweep seeds fewer than the preset's looks": (["sweep", "--out", "{tmp}/s", "--seeds", "0", "1", "2", "3"],
+                                                  ["--seeds gives 4 seeds", "cpu preset", "at least 15 --seeds",
+                                                   "--looks none"]),
+    "sweep looks none with a number": (["sweep", "--out", "{tmp}/s", "--looks", "none", "3"], ["--looks", "none alone"]),
     "sweep too few windows": (["sweep", "--out", "{tmp}/s", "--n-tokens", "1000"],
                               ["--n-tokens must be >= 2 x --seq-len", "131072", "got 1000"]),
     "sweep workers zero": (["sweep", "--out", "{tmp}/s", "--workers", "0"], ["--workers", "got 0"]),
@@ -264,3 +268,15 @@ def test_report_reads_the_committed_sweep_without_training(monkeypatch, capsys):
             f"complete: {str(shipped['complete']).lower()}") in out
     assert out.count("| random_beats_rope |") == 2 and "learned_stays_near_1x" in out
     assert "| qkv_beats_qk:random_qkv_indep |" in out and "| learned_stays_near_1x:learned_key |" in out
+
+
+def test_looks_none_is_one_look_at_every_seed():
+    """--looks none, which the help offers, is the fixed design: one look at every seed given."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    probe_cli.add_subparser(parser.add_subparsers())
+    for preset in ("tiny", "cpu"):
+        args = parser.parse_args(["probe", "sweep", "--preset", preset, "--looks", "none", "--seeds", "0", "1", "2", "3"])
+        cfg = probe_cli.sweep_config(args, probe_cli.command_flags("sweep"))
+        assert cfg.looks == () and cfg.plan_looks == (4,)

@@ -16,6 +16,8 @@ from accum.probes.presets import PRESETS
 from accum.probes.sweep import run_sweep, summarise
 from accum.probes.sweepconfig import SweepConfig
 from accum.probes.train import TrainConfig, build_model, load_checkpoint, lr_at, make_optimizer, train
+from accum.simulations.params import ParamError
+from accum.simulations.results import ResultError
 
 from test_probes_model import arm_options
 
@@ -54,7 +56,7 @@ def test_resume_gives_the_uninterrupted_result(tmp_path, arm):
 
 def test_resume_refuses_a_different_config(tmp_path):
     train(TrainConfig(arm="nope", steps=4, **TINY), tmp_path, data=DATA, progress=False, threads=1)
-    with pytest.raises(ValueError, match="different config"):
+    with pytest.raises(ResultError, match=r"checkpoint.pt was written with another config \(steps: 4 there, 5 asked\)"):
         train(TrainConfig(arm="nope", steps=5, **TINY), tmp_path, data=DATA, progress=False, threads=1)
 
 
@@ -196,15 +198,22 @@ def test_sweep_writes_seed_level_tables_and_reuses_finished_runs(tmp_path, monke
     assert again["runs"] == res["runs"] and again["verdicts"] == res["verdicts"]
 
 
-def test_sweep_retrains_a_trained_run_whose_weights_are_gone(tmp_path, monkeypatch):
+def test_sweep_never_retrains_a_finished_run_whose_weights_are_gone(tmp_path, monkeypatch):
     """train.json finished, no eval.json, weights not committed (a fresh clone of a sweep stopped between
-    training and evaluation): the sweep trains that run again instead of failing to load its weights."""
+    training and evaluation): evaluating it means training it again, which would rewrite its train.json, so the
+    sweep is refused before anything is written; once its train.json is moved away, the same seed trains the same
+    run again."""
     monkeypatch.setattr("accum.probes.sweep.load_data", lambda cfg, cache: (DATA, {"source": "test"}))
     one = replace(SWEEP, arms=("nope",))
     first = run_sweep(one, tmp_path, threads=1)
     folder = tmp_path / "nope" / "seed0"
     for name in ("eval.json", "model.safetensors", "checkpoint.pt"):
         (folder / name).unlink()
+    kept = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    with pytest.raises(ParamError, match="holds a finished training without its weights"):
+        run_sweep(one, tmp_path, threads=1)
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == kept
+    (folder / "train.json").rename(tmp_path / "moved-train.json")
     again = run_sweep(one, tmp_path, threads=1)
     assert (folder / "model.safetensors").exists() and (folder / "eval.json").exists()
     assert again["runs"]["nope"]["0"]["ppl"] == pytest.approx(first["runs"]["nope"]["0"]["ppl"], rel=1e-9)

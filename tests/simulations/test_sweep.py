@@ -479,6 +479,22 @@ def test_output_directory_is_created_and_checked_before_the_first_job(tmp_path, 
     assert not seen
 
 
+@pytest.mark.parametrize("slot", ["index.json", "result"])
+@pytest.mark.parametrize("run", [["--workers", "1", "--no-progress"], ["--dry-run"]], ids=["run", "dry run"])
+def test_a_folder_where_a_result_belongs_is_refused_before_any_job(slot, run, tmp_path, monkeypatch, capsys):
+    """A folder standing where index.json or a job's result file goes: the write (an os.replace) would fail only after
+    every job had computed, so the sweep is refused first, naming the output and the file."""
+    path = write_grid(tmp_path, grid_text())
+    grid = sweep.load_grid(path)
+    name = "index.json" if slot == "index.json" else sweep.result_path(grid.output, sweep.plan(grid)[3]).name
+    (grid.output / name).mkdir(parents=True)
+    calls = []
+    monkeypatch.setattr(sweep, "measure", lambda *args, **kwargs: calls.append(args))
+    status, err = accum_sweep([str(path), *run], capsys)
+    assert_refused(status, err, f"output (in {path}) {grid.output}: {name} is a folder", "move it away")
+    assert not calls and sorted(p.name for p in grid.output.iterdir()) == [name]
+
+
 def test_run_sweep_checks_workers_and_scheduler(tmp_path):
     grid = sweep.load_grid(write_grid(tmp_path, grid_text()))
     for kwargs, fragment in (({"workers": 0}, r"workers: expected an integer in \[1, 1024\]"), ({"workers": True}, "workers"),
