@@ -147,8 +147,9 @@ def test_bad_input_is_one_line_and_writes_nothing(argv, fragment, runs, tmp_path
 def test_theory_command_skips_current_runs(runs, tmp_path, monkeypatch, capsys):
     """A run whose theory.json is current -- newer than its inputs and computed with the values asked for (those
     given, the defaults of the others but windows) -- is skipped (``bridge.is_current``), one line per run; one
-    computed with other values is computed again (``theory_result`` stubbed here: the fixture's runs are trained on
-    the tests' text, which the command does not load)."""
+    computed with other values is refused (results are never rewritten) and computed again with --overwrite
+    (``theory_result`` stubbed here: the fixture's runs are trained on the tests' text, which the command does not
+    load)."""
     root, _ = runs
     runs_given = [tmp_path / arm for arm in ("alibi", "path")]
     wanted = {**bridge.BridgeConfig().to_dict(), "windows": 8, "streams": 32}
@@ -163,7 +164,9 @@ def test_theory_command_skips_current_runs(runs, tmp_path, monkeypatch, capsys):
     command = ["probe", "theory", "--run", *map(str, runs_given), "--windows", "8", "--streams", "32", "--threads", "1"]
     assert main(command) == 0 and computed == []
     assert capsys.readouterr().out.splitlines() == [f"{r}: theory.json is current, skipped" for r in runs_given]
-    assert main([*command[:-3], "16", "--threads", "1"]) == 0
+    assert main([*command[:-3], "16", "--threads", "1"]) == 2 and computed == []
+    assert "pass --overwrite to recompute it" in capsys.readouterr().err
+    assert main([*command[:-3], "16", "--threads", "1", "--overwrite"]) == 0
     assert [run for run, _ in computed] == runs_given and computed[0][1].streams == 16
     assert "skipped" not in capsys.readouterr().out
 
