@@ -19,7 +19,7 @@ from accum.simulations.identity import config_words
 from accum.theory import NoClosedForm
 from accum.theory.forms import closed_forms, has_closed_forms
 
-from . import adversarial, farchecks, quantitychecks, routechecks, stderrs  # noqa: F401  (register the C5/C6, adversarial, quantity, route and standard-error checks)
+from . import adversarial, assumptionchecks, farchecks, quantitychecks, routechecks, stderrs  # noqa: F401  (register the C5/C6, adversarial, quantity, route and standard-error checks)
 from .claims import CHECKS, deterministic, label
 from .verdict import EVIDENCE, Measurement
 
@@ -78,6 +78,7 @@ class Preset:
     product_samples: int  #: C1 product norm: paths (the U-statistic's M)
     onset_samples: int  #: C1 onset: paths per probe pair
     drift_steps: int  #: orthogonality drift: steps of the one product (fp64 and fp32)
+    check_samples: int  #: ``accum check``'s estimators: steps (split in halves) or two-step samples
     #: (check, family key of ``default_families``, factor): that family's sample count for that check is the
     #: preset's times the factor, for families whose rows resolve their closed form far better (or worse) per sample
     family_factors: tuple[tuple[str, str, float], ...] = ()
@@ -97,7 +98,7 @@ QUICK = Preset(coherence_samples=10_000, steps=64, theory_samples=20_000, far_th
                residual_sizes=(10, 100, 1000), residual_samples=6000, se_replicates=8000, fast_path_length=37,
                transport_lags=(1, 3), transport_samples=20_000, pair_samples=20_000, step_mean_samples=20_000,
                product_steps=12, product_samples=4000, onset_samples=16_000, drift_steps=1000,
-               family_factors=(("onset", "householder", 0.5), ("onset", "householder-token", 0.25),
+               check_samples=4000, family_factors=(("onset", "householder", 0.5), ("onset", "householder-token", 0.25),
                                ("onset", "lie-walk", 0.25),
                                ("coherence", "haar", 2.0), ("coherence", "vonmises", 1.15), ("coherence", "lie-walk", 0.45),
                                ("coherence", "cauchy", 1.5),
@@ -125,7 +126,7 @@ PRESETS = {
                     far_samples=768, alibi_samples=24_000, engines_samples=256, adversarial_iterations=300,
                     residual_samples=24_600, se_replicates=24_000, fast_path_length=61, transport_samples=200_000,
                     pair_samples=200_000, step_mean_samples=80_000, product_samples=16_000, onset_samples=64_000,
-                    family_factors=(("onset", "householder", 0.5), ("onset", "householder-token", 0.25),
+                    check_samples=16_000, family_factors=(("onset", "householder", 0.5), ("onset", "householder-token", 0.25),
                                     ("onset", "lie-walk", 0.25),
                                     ("coherence", "cauchy", 2.45), ("coherence", "haar", 3.8),
                                     ("coherence", "vonmises", 1.55), ("coherence", "lie-walk", 0.61),
@@ -261,6 +262,11 @@ ONSET = {"so2": (0.2, 12), "vonmises": (0.2, 8), "uniform": (0.2, 12), "cauchy":
          "rope": (0.3, 2048)}
 
 
+#: the families whose ``accum check`` estimators a report holds to their exact targets: one of each step form, with
+#: closed-form E[A] and E[A (x) A] and i.i.d. steps
+ASSUMPTION_FAMILIES = ("so2", "householder", "givens", "haar")
+
+
 def quantity_checks(p: Preset, fam: dict[str, Family]) -> list[Check]:
     """The ``accum measure`` quantities no claim's own row computes (``accum.quantitychecks``), on every default family
     they apply to: the product norm on all, the onset where ``ONSET`` has it, the drift on every family of orthogonal
@@ -293,6 +299,9 @@ def plan(preset: Preset) -> list[Check]:
         jobs += family_checks(fam[key], p, claims, key)
     jobs += route_checks(p, fam)
     jobs += quantity_checks(p, fam)
+    for key in ASSUMPTION_FAMILIES:  # ``accum check``'s estimators at their exact targets (``accum.assumptionchecks``)
+        jobs += [Check("check-gaps", fam[key], {"moment": m, "samples": p.check_samples}) for m in ("first", "second")]
+        jobs.append(Check("check-independence", fam[key], {"samples": p.check_samples}))
     jobs.append(Check("window-bias", fam["so2"], {"context": p.bias_context, "samples": p.bias_samples, "theory_samples": ts}))
     for d in p.gap_dims:
         # both laws mix by their lag: theta ~ U(-pi, pi) at once, the Gaussian sum of 4 angles has variance 16
