@@ -373,12 +373,15 @@ def route_checks(p: Preset, fam: dict[str, Family]) -> list[Check]:
 def plan_for_family(preset: Preset, family: Family, claims: set[str]) -> list[Check]:
     """The report for one (e.g. user-defined) family: its checks for the claims that apply to it, the standard
     error of the coherence estimator on it and, where ``has_exact_step_mean``, its sampler against the exact E[A]
-    (``routechecks.check_step_mean``)."""
+    (``routechecks.check_step_mean``) and, for C4 where ``has_exact_step_pair``, against the exact E[A (x) A]
+    (``routechecks.check_step_pair``)."""
     jobs = family_checks(family, preset, claims)
     if "C1" in claims:
         jobs.append(Check("stderr", family, {"estimator": "coherence", "replicates": preset.se_replicates}))
         if has_exact_step_mean(family):
             jobs.append(Check("step-mean", family, {"samples": preset.step_mean_samples}))
+    if "C4" in claims and has_exact_step_pair(family):
+        jobs.append(Check("step-pair", family, {"samples": preset.step_mean_samples}))
     return jobs
 
 

@@ -84,7 +84,7 @@ def best_detectable_errors(report: dict) -> dict[tuple[str, str], float]:
 
 def test_quick_detects_a_1_percent_error_for_every_claim_and_family(quick_report):
     """Issue 31's target: each (claim, family) pair's best row held to the theory detects a 1% error (an absolute
-    0.01 where the prediction is 0: unit probes, |q||k| = 1)."""
+    0.01 where the prediction is 0, at the probes' |q||k| = 0.91)."""
     _, report, _, _ = quick_report
     best = best_detectable_errors(report)
     assert len(best) >= 25
@@ -398,6 +398,13 @@ def test_a_one_family_report_holds_a_random_built_in_sampler_to_its_exact_mean()
     assert not has_step_mean(make_family("givens", dim=rp.STEP_MEAN_MAX_DIM + 2))
     assert not has_step_mean(make_family("rope", dim=16))
     assert not has_step_mean(SignedPermutation(dim=8))
+
+    def has_step_pair(family):
+        return any(j.check == "step-pair" for j in rp.plan_for_family(rp.QUICK, family, {"C1", "C4"}))
+
+    assert has_step_pair(make_family("householder", dim=16, w="token", vocab=40))
+    assert not has_step_pair(make_family("lie-walk", dim=8))  # no closed-form E[A (x) A]
+    assert not has_step_pair(SignedPermutation(dim=8))
 
 
 def test_adversarial_search_reaches_the_bound_where_it_is_attainable():
