@@ -29,7 +29,8 @@ from accum.simulations import estimators as est
 from accum.simulations.families import Family
 from accum.theory import prediction
 
-from .claims import deterministic, measurement, ops, probe_pair, reference_for, register, theory_route, JACKKNIFE_GROUPS
+from .claims import (JACKKNIFE_GROUPS, deterministic, measurement, ops, probe_pair, reference_for, register,
+                     streams_by_angles, theory_route)
 from .verdict import Measurement
 
 
@@ -37,7 +38,12 @@ def _kind(family: Family, **_) -> tuple[str, ...]:
     return ("exact",) if deterministic(family) else ("statistical",)
 
 
-@register("product-norm", "C1", _kind, lambda family, **_: ops(family, "transport") | theory_route(family))
+def _product_routes(family: Family, **_) -> set[str]:
+    """Block-SO(2) steps give the product norm from their angles' cos/sin sums; the others transport the d axes."""
+    return (set() if streams_by_angles(family) else ops(family, "transport")) | theory_route(family)
+
+
+@register("product-norm", "C1", _kind, _product_routes)
 def check_product_norm(family: Family, rng: np.random.Generator, *, steps: int, samples: int,
                        theory_samples: int) -> list[Measurement]:
     """||E[A_n ... A_1]||_F^2 / d at n = 1..steps by ``estimators.mean_product_sq`` against the theory (module
