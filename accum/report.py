@@ -35,7 +35,7 @@ def run_job(item: tuple[int, Check, int]) -> tuple[list[Measurement], float]:
 
 def verify_modules() -> tuple[str, ...]:
     """The modules a check's numbers depend on: the checks (``accum.claims``, ``accum.farchecks``, ``accum.adversarial``,
-    ``accum.assumptionchecks``, ``accum.quantitychecks``, ``accum.routechecks``, ``accum.stderrs``), the plan's ``Check``
+    ``accum.routechecks``, ``accum.stderrs``), the plan's ``Check``
     (``accum.report_plan``: its stream) and every module of the engine and the theory (their sources
     fingerprint a cached check, ``simulations.identity.code_identity``)."""
     import accum.simulations
@@ -43,9 +43,7 @@ def verify_modules() -> tuple[str, ...]:
 
     names = [f"{pkg.__name__}.{m.name}" for pkg in (accum.simulations, accum.theory)
              for m in pkgutil.iter_modules(pkg.__path__)]
-    return ("accum.claims", "accum.farchecks", "accum.adversarial", "accum.assumptionchecks", "accum.quantitychecks",
-            "accum.routechecks",
-            "accum.stderrs", "accum.report_plan",
+    return ("accum.claims", "accum.farchecks", "accum.adversarial", "accum.routechecks", "accum.stderrs", "accum.report_plan",
             *sorted(names))
 
 
