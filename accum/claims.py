@@ -128,13 +128,37 @@ def reference_for(p: Prediction, dof: float | None = None) -> dict:
     return {"reference": "t", "dof": min(dofs)} if dofs else {}
 
 
+#: |q| and |k| of every probe pair (``probe_pair``): neither is 1 and they differ, so an estimator or closed form that
+#: drops or misplaces |q|^2 |k|^2 (or divides by |q||k|) moves its row.  Rows linear or homogeneous in q and k (the
+#: coherence, transport, transfer and far second moment rows, the window's ratios) scale with their standard errors:
+#: their z is the one unit probes gave (tests/verify/test_verify.py holds that).
+PROBE_NORMS = (1.3, 0.7)
+
+
 def probe_pair(dim: int, rng: np.random.Generator, overlap: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
-    """Unit q and k = normalise(q + overlap u), q and u independent uniform unit vectors: q != k, q.k ~ 0.9."""
+    """q = |q| u and k = |k| normalise(u + overlap v), u and v independent uniform unit vectors and (|q|, |k|) =
+    ``PROBE_NORMS``: q and k not parallel (their cosine is about 0.9), neither of norm 1."""
     q = rng.normal(size=dim)
     q /= np.linalg.norm(q)
     u = rng.normal(size=dim)
     k = q + overlap * u / np.linalg.norm(u)
-    return q, k / np.linalg.norm(k)
+    return PROBE_NORMS[0] * q, PROBE_NORMS[1] * k / np.linalg.norm(k)
+
+
+def unit(x: np.ndarray) -> np.ndarray:
+    """x / |x|."""
+    return x / np.linalg.norm(x)
+
+
+def balanced_probe_pair(dim: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """q and k of norms ``PROBE_NORMS`` that put the same mass on each of the d/2 planes (coordinates 2b, 2b + 1) at
+    independent uniform angles: q_b = |q| (cos a_b, sin a_b) / sqrt(d/2), k_b likewise with angles b_b.  Not parallel,
+    not unit, and for SO(2) steps whose angles have spread the far second moment is then exactly the claim's scale:
+    d E[s^2] = d sum_b |q_b|^2 |k_b|^2 / 2 = |q|^2 |k|^2 (``theory.so2.far_second_moment``); d even."""
+    half = dim // 2
+    a, b = rng.uniform(-math.pi, math.pi, size=(2, half))
+    plane = np.stack([np.stack([np.cos(t), np.sin(t)], axis=1).ravel() for t in (a, b)]) / math.sqrt(half)
+    return PROBE_NORMS[0] * plane[0], PROBE_NORMS[1] * plane[1]
 
 
 # --- control variates: exact means from the theory, the regression estimate, the controls' own row -------
@@ -203,7 +227,8 @@ def short_paths(steps: int) -> int:
           lambda family, **_: ops(family, "bilinear") | theory_route(family))
 def check_coherence(family: Family, rng: np.random.Generator, *, steps: int, samples: int, eps: float,
                     theory_samples: int) -> list[Measurement]:
-    """c(n) = E q^T A_n ... A_1 k for n = 1..steps (random q != k) against theory, and |c(steps)| <= eps.  Points
+    """c(n) = E q^T A_n ... A_1 k for n = 1..steps (random q != k) against theory, and |c(steps)| <= eps |q||k| (since
+    |c(n)| <= ||E[A_n..A_1]|| |q||k|).  Points
     n <= ``short_paths(steps)`` come from a run of that many steps with 8x the paths."""
     q, k = probe_pair(family.dim, rng)
     e = est.coherence(family, steps, samples, rng, q=q, k=k)
@@ -217,8 +242,9 @@ def check_coherence(family: Family, rng: np.random.Generator, *, steps: int, sam
                         f"{f'; n <= {short} from 8x the paths' if short else ''})", "statistical", mean, se,
                         np.asarray(p.value)[1:], e.n, pred_stderr=np.asarray(p.stderr)[1:], source=p.source,
                         **reference_for(p)),
-            measurement("C1", family, f"|c({steps})| <= {eps} (decayed)", "statistical", abs(e.mean[-1]), e.stderr[-1],
-                        eps, e.n, side="upper", source="claim")]
+            measurement("C1", family, f"|c({steps})| <= {eps} |q||k| (decayed)", "statistical", abs(e.mean[-1]),
+                        e.stderr[-1], eps * float(np.linalg.norm(q) * np.linalg.norm(k)), e.n, side="upper",
+                        source="claim")]
 
 
 # --- C2: finite window -----------------------------------------------------------------------------------
@@ -246,8 +272,8 @@ def window_samples(samples: int, context: int, longest: int) -> int:
 @register("window", "C2", _window_kinds, _last_row_routes)
 def check_window(family: Family, rng: np.random.Generator, *, contexts: Sequence[int], samples: int,
                  theory_samples: int) -> list[Measurement]:
-    """W(T) at each T (the estimator, unit probes; ``window_samples`` paths) against theory, and the growth
-    W(T_max) - W(T_min) by a paired design with random q != k (read through the transposed transport).
+    """W(T) at each T (the estimator, ``window_samples`` paths) against theory, and the growth W(T_max) - W(T_min) by a
+    paired design, both with the non-unit probes q != k of ``probe_pair`` (read through the transposed transport).
 
     Growth: one set of length-T_max paths gives both W(T_max) (all offsets) and W(T_min) (the first T_min
     offsets of the same paths), so their difference is the tail sum_{T_min <= Delta < T_max} c(Delta)^2 / (q.k)^2
@@ -255,36 +281,35 @@ def check_window(family: Family, rng: np.random.Generator, *, contexts: Sequence
     its rows are exact (the contrast: its window grows with T as its theory says).
     """
     t_min, t_max = contexts[0], contexts[-1]
-    ests = [est.window(family, t, window_samples(samples, t, t_max), rng) for t in contexts]
-    preds = [prediction("window", family, rng=rng, samples=theory_samples, context=t) for t in contexts]
+    q, k = probe_pair(family.dim, rng)
+    ests = [est.window(family, t, window_samples(samples, t, t_max), rng, q=q, k=k) for t in contexts]
+    preds = [prediction("window", family, rng=rng, samples=theory_samples, context=t, q=q, k=k) for t in contexts]
     w, se = np.array([e.mean for e in ests]), np.array([e.stderr for e in ests])
     pw, pse = np.array([float(p.value) for p in preds]), np.array([float(np.asarray(p.stderr)) for p in preds])
-    q, k = probe_pair(family.dim, rng)
     sums, squares, sizes = est.last_row_sums(family, t_max, samples, rng, q, k, least=4)
     near = float(q @ k)
     growth, growth_se = mc.jackknife(lambda total, total_sq, n: est.window_width(total, total_sq, n, near, t_min),
                                      [sums, squares], sizes)
-    q_pred = [prediction("window", family, rng=rng, samples=theory_samples, context=t, q=q, k=k) for t in (t_min, t_max)]
-    grown = float(q_pred[1].value) - float(q_pred[0].value)
-    grown_se = math.hypot(float(np.asarray(q_pred[0].stderr)), float(np.asarray(q_pred[1].stderr)))
+    grown, grown_se = pw[-1] - pw[0], math.hypot(pse[0], pse[-1])
     exact = deterministic(family)
     kind = "exact" if exact else "statistical"
     ref = {} if exact else reference_for(preds[0], JACKKNIFE_GROUPS - 1)
     contrast = " (contrast: grows)" if family_name(family) == "rope" else ""
-    return [measurement("C2", family, f"window W(T), T={list(contexts)}", kind, w, se, pw, ests[0].n,
+    return [measurement("C2", family, f"window W(T), T={list(contexts)}, q != k", kind, w, se, pw, ests[0].n,
                         pred_stderr=pse, source=preds[0].source, floor=1e-9, **ref),
             measurement("C2", family, f"growth W({t_max}) - W({t_min}), paired, q != k{contrast}", kind, float(growth),
-                        float(growth_se), grown, int(sizes.sum()), pred_stderr=grown_se, source=q_pred[0].source,
-                        floor=1e-9, effect_scale=float(q_pred[0].value), **ref)]
+                        float(growth_se), grown, int(sizes.sum()), pred_stderr=grown_se, source=preds[0].source,
+                        floor=1e-9, effect_scale=pw[0], **ref)]
 
 
 @register("window-bias", "C2", lambda family, **_: ("statistical",), _last_row_routes)
 def check_window_bias(family: Family, rng: np.random.Generator, *, context: int, samples: int,
                       theory_samples: int) -> list[Measurement]:
     """W(T) at a long context with few samples: without the unbiased c^2 the estimate would be high by about
-    T Var(s) / n (noise counted as width), far beyond its standard error here."""
-    e = est.window(family, context, samples, rng)
-    p = prediction("window", family, rng=rng, samples=theory_samples, context=context)
+    T Var(s) / n (noise counted as width), far beyond its standard error here.  Non-unit probes q != k."""
+    q, k = probe_pair(family.dim, rng)
+    e = est.window(family, context, samples, rng, q=q, k=k)
+    p = prediction("window", family, rng=rng, samples=theory_samples, context=context, q=q, k=k)
     return [measurement("C2", family, f"W({context}) from {samples} paths (noise must not add width)", "statistical",
                         e.mean, e.stderr, p.value, e.n, pred_stderr=p.stderr, source=p.source,
                         **reference_for(p, JACKKNIFE_GROUPS - 1))]
@@ -318,11 +343,15 @@ def check_transfer(family: Family, rng: np.random.Generator, *, train: int, eval
 
 @register("score-gap", "C4", lambda family, **_: ("statistical",), lambda family, **_: ops(family, "bilinear"))
 def check_score_gap(family: Family, rng: np.random.Generator, *, offset: int, samples: int) -> list[Measurement]:
-    """d E[s_far^2] = |q|^2 |k|^2 = 1 (the claim's concentration scale; a law that does not mix, such as a
-    lattice, matches its own moments but not this, and fails)."""
-    e = est.score_gap(family, offset, samples, rng)
-    return [measurement("C4", family, f"d E[s^2] at Delta={offset} vs |q|^2|k|^2 (gap sqrt(d) far sd)",
-                        "statistical", e.mean, e.stderr, 1.0, e.n, source="claim (Haar value)")]
+    """d E[s_far^2] = |q|^2 |k|^2 (the claim's concentration scale; a law that does not mix, such as a lattice,
+    matches its own moments but not this, and fails), with non-unit probes q != k of equal mass on every plane
+    (``balanced_probe_pair``: for SO(2) steps that have mixed the claim's scale is then exact)."""
+    q, k = balanced_probe_pair(family.dim, rng)
+    e = est.score_gap(family, offset, samples, rng, q=q, k=k)
+    scale = float(q @ q) * float(k @ k)
+    return [measurement("C4", family, f"d E[s^2] at Delta={offset} vs |q|^2|k|^2 (|q|={PROBE_NORMS[0]}, "
+                        f"|k|={PROBE_NORMS[1]}, q != k; gap sqrt(d) far sd)", "statistical", e.mean, e.stderr, scale,
+                        e.n, source="claim (Haar value)")]
 
 
 def lag_means(scores: np.ndarray, offsets: Sequence[int]) -> np.ndarray:

@@ -18,7 +18,7 @@ from accum.theory.forms import mixing_estimable
 from accum.theory.predict import NoClosedForm
 
 from .claims import (control_row, controlled, deterministic, far_score_ops, known_controls, measurement, ops, probe_pair,
-                     reference_for, register, theory_route)
+                     reference_for, register, theory_route, unit)
 from .verdict import Measurement
 
 #: |m| of the value vector of the C6 rows: not 1, so a residual normalised by |m| where |m|^2 belongs (or not at all)
@@ -52,10 +52,10 @@ def _far_mass_kinds(family: Family, **_) -> tuple[str, ...]:
 @register("far-mass", "C5", _far_mass_kinds, lambda family, **_: far_score_ops(family) | theory_route(family))
 def check_far_mass(family: Family, rng: np.random.Generator, *, far_sizes: Sequence[int], s0: float,
                    samples: int, theory_samples: int = 20_000) -> list[Measurement]:
-    """Near weight under the norm bound 1/(1 + N e^{-2 s0}) (a sanity row: it holds sample by sample for steps
-    of norm <= 1); where the theory has it, the far mass E sum e^{s - s0} on the log scale and the Jensen bound
+    """Near weight under the norm bound 1/(1 + N e^{-s0 (1 + |q||k|)}) (a sanity row: the near logit is s0 and every far
+    one is at least -s0 |q||k| for steps of norm <= 1, so it holds sample by sample); where the theory has it, the far mass E sum e^{s - s0} on the log scale and the Jensen bound
     E w >= 1/(1 + E M) one-sided.  An estimated far mass (``theory.farmass``, mixing orthogonal steps) uses
-    ``theory_samples`` paths and enters with its own standard error.  Unit probes q != k (random).
+    ``theory_samples`` paths and enters with its own standard error.  Non-unit probes q != k (``probe_pair``).
 
     Control variates: where the theory knows E sum_Delta x_Delta and E sum_Delta x_Delta^2 (x the unit far score;
     ``theory.controls.far_score_sums``), the far mass is the regression estimate with those two controls
@@ -64,8 +64,10 @@ def check_far_mass(family: Family, rng: np.random.Generator, *, far_sizes: Seque
     q, k = probe_pair(family.dim, rng)
     e = est.near_weight(family, far_sizes, s0, samples, rng, q=q, k=k)
     sizes = np.asarray(far_sizes)
-    rows = [measurement("C5", family, f"near weight <= 1/(1+N e^(-2 s0)), s0={s0}, N={list(far_sizes)}", "bound",
-                        e.mean, 0.0, far.lower_bound(sizes, s0), e.n, side="upper", floor=1e-12, source="bound")]
+    reach = float(np.linalg.norm(q) * np.linalg.norm(k))
+    rows = [measurement("C5", family, f"near weight <= 1/(1+N e^(-s0 (1 + |q||k|))), s0={s0}, N={list(far_sizes)}",
+                        "bound", e.mean, 0.0, far.lower_bound(sizes, s0 * (1.0 + reach) / 2.0), e.n, side="upper",
+                        floor=1e-12, source="bound")]
     if _has_far_mass(family):
         mass = prediction("far-mass", family, rng=rng, samples=theory_samples, far_sizes=sizes, s0=s0, q=q, k=k)
         known = known_controls(controls.far_score_sums, family, sizes, q, k)
@@ -111,7 +113,7 @@ def check_far_mass_engines(family: Family, rng: np.random.Generator, *, far_size
     """The far mass M(N) = sum_{Delta=1}^N e^{s_Delta - s0} two ways: the streaming estimator (chunked
     log-sum-exp over transported queries) and the last row of the all-pairs ``scores`` fast path on fresh
     sequences of length N + 1.  Both estimate E M(N); their log-ratio is held to 0 (two-sample z, t with the
-    smaller sample's dof).  For families without a closed far mass this is C5's statistical row.  Unit q != k."""
+    smaller sample's dof).  For families without a closed far mass this is C5's statistical row.  Non-unit q != k."""
     q, k = probe_pair(family.dim, rng)
     streamed = est.near_weight(family, [far_size], s0, samples, rng, chunk=max(1, far_size // 3), q=q, k=k)
     length = far_size + 1
@@ -154,7 +156,7 @@ def check_values(family: Family, rng: np.random.Generator, *, far_sizes: Sequenc
     estimate on the one control mu.r (known mean |mu|^2; ``montecarlo.controlled_mean``, n - 2 dof; regressing on all d
     coordinates of r adds a bias of order d / n, and the fixed coefficient 2 mu misses the skew of |r - mu|^2 along
     mu, which made givens worse than no control).  A third row holds the mean of r to mu."""
-    m = VALUE_NORM * probe_pair(family.dim, rng)[0]
+    m = VALUE_NORM * unit(probe_pair(family.dim, rng)[0])
     known = known_controls(controls.mean_residual, family, list(far_sizes), m)
     p = prediction("far-residual", family, rng=rng, samples=theory_samples, far_sizes=np.asarray(far_sizes), m=m)
     runs = [(ns, est.far_residual(family, ns, n, rng, m=m)) for ns, n in residual_runs(far_sizes, samples)]

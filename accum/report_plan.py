@@ -16,9 +16,10 @@ import numpy as np
 
 from accum.simulations.families import Family, family_name, family_params, make_family
 from accum.simulations.identity import config_words
-from accum.theory.forms import has_closed_forms
+from accum.theory import NoClosedForm
+from accum.theory.forms import closed_forms, has_closed_forms
 
-from . import adversarial, farchecks, routechecks, stderrs  # noqa: F401  (register the C5/C6, adversarial, route and standard-error checks)
+from . import adversarial, assumptionchecks, farchecks, quantitychecks, routechecks, stderrs  # noqa: F401  (register the C5/C6, adversarial, quantity, route and standard-error checks)
 from .claims import CHECKS, deterministic, label
 from .verdict import EVIDENCE, Measurement
 
@@ -73,6 +74,11 @@ class Preset:
     pair_samples: int  #: route check: single steps behind the step form's pair operator
     step_mean_samples: int  #: route check: single steps behind the sampler's E[A] (Hotelling's T^2)
     fast_path_length: int  #: fast paths against the fp64 reference: sequence length (odd)
+    product_steps: int  #: C1 product norm ||E[A_n..A_1]||_F^2 / d: its length n (``PRODUCT_STEPS`` for fast decays)
+    product_samples: int  #: C1 product norm: paths (the U-statistic's M)
+    onset_samples: int  #: C1 onset: paths per probe pair
+    drift_steps: int  #: orthogonality drift: steps of the one product (fp64 and fp32)
+    check_samples: int  #: ``accum check``'s estimators: steps (split in halves) or two-step samples
     #: (check, family key of ``default_families``, factor): that family's sample count for that check is the
     #: preset's times the factor, for families whose rows resolve their closed form far better (or worse) per sample
     family_factors: tuple[tuple[str, str, float], ...] = ()
@@ -91,7 +97,10 @@ QUICK = Preset(coherence_samples=10_000, steps=64, theory_samples=20_000, far_th
                engines_far_size=600, engines_samples=64, adversarial_sizes=(10, 100, 1000), adversarial_iterations=100,
                residual_sizes=(10, 100, 1000), residual_samples=6000, se_replicates=8000, fast_path_length=37,
                transport_lags=(1, 3), transport_samples=20_000, pair_samples=20_000, step_mean_samples=20_000,
-               family_factors=(("coherence", "haar", 2.0), ("coherence", "vonmises", 1.15), ("coherence", "lie-walk", 0.45),
+               product_steps=12, product_samples=4000, onset_samples=16_000, drift_steps=1000,
+               check_samples=4000, family_factors=(("onset", "householder", 0.5), ("onset", "householder-token", 0.25),
+                               ("onset", "lie-walk", 0.25),
+                               ("coherence", "haar", 2.0), ("coherence", "vonmises", 1.15), ("coherence", "lie-walk", 0.45),
                                ("coherence", "cauchy", 1.5),
                                ("transfer", "rope-uniform", 0.2), ("far-mass", "haar", 0.5),
                                ("far-mass", "householder-token", 2.0), ("far-mass", "givens", 5.0),
@@ -116,8 +125,10 @@ PRESETS = {
                     window_samples=36_000, bias_samples=1024, transfer_samples=88_000, gap_samples=1_350_000, scores_sequences=15_400,
                     far_samples=768, alibi_samples=24_000, engines_samples=256, adversarial_iterations=300,
                     residual_samples=24_600, se_replicates=24_000, fast_path_length=61, transport_samples=200_000,
-                    pair_samples=200_000, step_mean_samples=80_000,
-                    family_factors=(("coherence", "cauchy", 2.45), ("coherence", "haar", 3.8),
+                    pair_samples=200_000, step_mean_samples=80_000, product_samples=16_000, onset_samples=64_000,
+                    check_samples=16_000, family_factors=(("onset", "householder", 0.5), ("onset", "householder-token", 0.25),
+                                    ("onset", "lie-walk", 0.25),
+                                    ("coherence", "cauchy", 2.45), ("coherence", "haar", 3.8),
                                     ("coherence", "vonmises", 1.55), ("coherence", "lie-walk", 0.61),
                                     ("coherence", "token", 0.82), ("coherence", "givens", 0.5),
                                     ("coherence", "householder-token", 0.37), ("coherence", "uniform", 0.29),
@@ -239,6 +250,41 @@ def family_checks(f: Family, p: Preset, claims: set[str], key: str | None = None
     return jobs
 
 
+#: product-norm curve length of families that decay fast (Haar: 0 after one step; the Lie walk: rate^2 = 0.53)
+PRODUCT_STEPS = {"haar": 2, "lie-walk": 6}
+
+#: onset: (level crossed on the first descent, steps searched) per default family (``quantitychecks.check_onset``).
+#: Left out: Haar and the m = 2 lattice (c(1) = 0 exactly: the log-linear onset is below one step and carries no
+#: statistics), NoPE (never decays), rope-uniform (about 1% decay a step: consecutive steps lie within noise of each
+#: other, the onset sits on the kinks of its interpolation at any affordable sample count).
+ONSET = {"so2": (0.2, 12), "vonmises": (0.2, 8), "uniform": (0.2, 12), "cauchy": (0.3, 8), "token": (0.3, 8),
+         "householder": (0.2, 28), "householder-token": (0.2, 24), "givens": (0.2, 24), "lie-walk": (0.2, 8),
+         "rope": (0.3, 2048)}
+
+
+#: the families whose ``accum check`` estimators a report holds to their exact targets: one of each step form, with
+#: closed-form E[A] and E[A (x) A] and i.i.d. steps
+ASSUMPTION_FAMILIES = ("so2", "householder", "givens", "haar")
+
+
+def quantity_checks(p: Preset, fam: dict[str, Family]) -> list[Check]:
+    """The ``accum measure`` quantities no claim's own row computes (``accum.quantitychecks``), on every default family
+    they apply to: the product norm on all, the onset where ``ONSET`` has it, the drift on every family of orthogonal
+    steps (householder beta = 1.3 contracts: its drift is not rounding)."""
+    jobs = []
+    for key, f in fam.items():
+        jobs.append(Check("product-norm", f, {"steps": PRODUCT_STEPS.get(key, p.product_steps),
+                                              "samples": 4 if deterministic(f) else p.product_samples,
+                                              "theory_samples": p.theory_samples}))
+        if key in ONSET:
+            level, steps = ONSET[key]
+            jobs.append(Check("onset", f, {"level": level, "steps": steps, "theory_samples": p.theory_samples,
+                                           "samples": 4 if deterministic(f) else p.samples("onset", key, p.onset_samples)}))
+        if quantitychecks.orthogonal_steps(f):
+            jobs.append(Check("drift", f, {"steps": p.drift_steps}))
+    return jobs
+
+
 def plan(preset: Preset) -> list[Check]:
     """The default report: every claim on the families it is about (module docstring of ``accum.claims``)."""
     p, fam = preset, default_families()
@@ -252,6 +298,10 @@ def plan(preset: Preset) -> list[Check]:
     for key, claims in claims_of.items():
         jobs += family_checks(fam[key], p, claims, key)
     jobs += route_checks(p, fam)
+    jobs += quantity_checks(p, fam)
+    for key in ASSUMPTION_FAMILIES:  # ``accum check``'s estimators at their exact targets (``accum.assumptionchecks``)
+        jobs += [Check("check-gaps", fam[key], {"moment": m, "samples": p.check_samples}) for m in ("first", "second")]
+        jobs.append(Check("check-independence", fam[key], {"samples": p.check_samples}))
     jobs.append(Check("window-bias", fam["so2"], {"context": p.bias_context, "samples": p.bias_samples, "theory_samples": ts}))
     for d in p.gap_dims:
         # both laws mix by their lag: theta ~ U(-pi, pi) at once, the Gaussian sum of 4 angles has variance 16
@@ -285,12 +335,25 @@ def has_exact_step_mean(family: Family) -> bool:
     return has_closed_forms(family) and not deterministic(family) and family.dim <= STEP_MEAN_MAX_DIM
 
 
+def has_exact_step_pair(family: Family) -> bool:
+    """Whether the step-pair check applies: ``has_exact_step_mean`` and a closed-form E[A (x) A]
+    (``ClosedForms.pair_operator``: every random built-in but the Lie walk)."""
+    if not has_exact_step_mean(family):
+        return False
+    try:
+        closed_forms(family).pair_operator()
+    except NoClosedForm:
+        return False
+    return True
+
+
 def route_checks(p: Preset, fam: dict[str, Family]) -> list[Check]:
     """The routes no claim's own row takes (``accum.routechecks``): every random family's sampler through E[A]
-    (Hotelling's T^2 over all entries), each step form's transport, transpose and pair operator (so2, householder,
+    (Hotelling's T^2 over all entries) and through E[A (x) A] (24 contractions), each step form's transport, transpose and pair operator (so2, householder,
     givens: the angle, Householder and dense forms) and the moment-operator theory held to the built-ins' closed
     forms."""
     jobs = [Check("step-mean", f, {"samples": p.step_mean_samples}) for f in fam.values() if has_exact_step_mean(f)]
+    jobs += [Check("step-pair", f, {"samples": p.step_mean_samples}) for f in fam.values() if has_exact_step_pair(f)]
     for key in ("so2", "householder", "givens"):
         jobs.append(Check("transport", fam[key], {"lags": p.transport_lags, "samples": p.transport_samples}))
         jobs.append(Check("pair-operator", fam[key], {"samples": p.pair_samples, "theory_samples": p.theory_samples}))
@@ -310,12 +373,15 @@ def route_checks(p: Preset, fam: dict[str, Family]) -> list[Check]:
 def plan_for_family(preset: Preset, family: Family, claims: set[str]) -> list[Check]:
     """The report for one (e.g. user-defined) family: its checks for the claims that apply to it, the standard
     error of the coherence estimator on it and, where ``has_exact_step_mean``, its sampler against the exact E[A]
-    (``routechecks.check_step_mean``)."""
+    (``routechecks.check_step_mean``) and, for C4 where ``has_exact_step_pair``, against the exact E[A (x) A]
+    (``routechecks.check_step_pair``)."""
     jobs = family_checks(family, preset, claims)
     if "C1" in claims:
         jobs.append(Check("stderr", family, {"estimator": "coherence", "replicates": preset.se_replicates}))
         if has_exact_step_mean(family):
             jobs.append(Check("step-mean", family, {"samples": preset.step_mean_samples}))
+    if "C4" in claims and has_exact_step_pair(family):
+        jobs.append(Check("step-pair", family, {"samples": preset.step_mean_samples}))
     return jobs
 
 

@@ -15,6 +15,12 @@ Every row is statistical evidence for the claim whose quantity it measures, so a
 * ``step-mean``: the sampler held to the family's law through its first moment: the mean of d x d one-step matrices
   against the exact E[A], all entries at once by Hotelling's T^2 (``hotelling``), so a sampler that is off along
   directions a random probe pair hardly sees (a few tokens never drawn) fails.  C1.
+* ``step-pair``: the sampler held to the family's law through its second moment E[A (x) A]: 24 contractions
+  (u'A x)(v'A z) of one step -- 18 axis-aligned ones (E[A_aa^2], E[A_ab^2], E[A_aa A_bb], E[A_ab A_ba], E[A_aa A_ab],
+  E[A_ab A_bb] for three index pairs a != b) and 6 along random non-unit vectors -- against the closed form
+  (``closed_forms(family).pair_operator``), all at once by Hotelling's T^2, so a direction law that keeps E[A] but
+  changes the fourth moments (Householder w isotropic but not uniform; SO(2) planes that share one angle) fails.
+  C4 (E[A (x) A] is the operator whose powers give the far second moment).
 * ``estimated-theory``: the prediction estimated from sampled moment operators (the route a user family takes)
   against the built-in's closed form: coherence (C1), far variance (C4) or far residual (C6), t with the
   jackknife's G - 1 degrees of freedom.
@@ -120,6 +126,66 @@ def check_step_mean(family: Family, rng: np.random.Generator, *, samples: int) -
                         source="Hotelling T^2 against the closed-form E[A]"),
             measurement("C1", family, f"{what}: along the directions in which every step is the same",
                         "exact", [constant], [0.0], [0.0], samples, floor=1e-9, source="closed form (E[A] exact)")]
+
+
+#: the contractions of the step-pair check: index pairs (a, b) read axis-aligned, and random (u, x, v, z) directions
+PAIR_INDEX_PAIRS, PAIR_RANDOM_DIRECTIONS = 3, 6
+
+
+def pair_directions(dim: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(u, x, v, z) directions of the step-pair check, (J, 4, d), and the index pairs they use: three pairs a != b --
+    the first plane (0, 1), a random plane (2c, 2c + 1) and a random pair -- each read as E[A_aa^2], E[A_ab^2],
+    E[A_aa A_bb], E[A_ab A_ba], E[A_aa A_ab], E[A_ab A_bb] (coordinate vectors), then ``PAIR_RANDOM_DIRECTIONS`` of
+    independent normal vectors (norms about sqrt(d), not 1)."""
+    eye = np.eye(dim)
+    plane = 2 * int(rng.integers(dim // 2))
+    pairs = [(0, 1), (plane, plane + 1), tuple(int(i) for i in rng.choice(dim, size=2, replace=False))]
+    read = []
+    for a, b in pairs[:PAIR_INDEX_PAIRS]:
+        ea, eb = eye[a], eye[b]
+        read += [(ea, ea, ea, ea), (ea, eb, ea, eb), (ea, ea, eb, eb), (ea, eb, eb, ea), (ea, ea, ea, eb),
+                 (ea, eb, eb, eb)]
+    dirs = np.concatenate([np.array(read, dtype=float), rng.normal(size=(PAIR_RANDOM_DIRECTIONS, 4, dim))])
+    return dirs, np.array(pairs)
+
+
+def pair_contractions(mats: np.ndarray, dirs: np.ndarray) -> np.ndarray:
+    """(u_j' A_i x_j)(v_j' A_i z_j) for steps ``mats`` (n, d, d) and directions ``dirs`` (J, 4, d): (n, J)."""
+    first = np.einsum("jd,nde,je->nj", dirs[:, 0], mats, dirs[:, 1])
+    second = np.einsum("jd,nde,je->nj", dirs[:, 2], mats, dirs[:, 3])
+    return first * second
+
+
+def pair_expectations(pair: np.ndarray, dirs: np.ndarray) -> np.ndarray:
+    """E[(u'A x)(v'A z)] = (u (x) v)' S (x (x) z) for each direction, S = E[A (x) A] in ``kron`` layout (d^2, d^2): (J,)."""
+    d = dirs.shape[-1]
+    left = np.einsum("ja,jb->jab", dirs[:, 0], dirs[:, 2]).reshape(-1, d * d)
+    right = np.einsum("ja,jb->jab", dirs[:, 1], dirs[:, 3]).reshape(-1, d * d)
+    return np.einsum("ja,ab,jb->j", left, pair, right)
+
+
+@register("step-pair", "C4", lambda family, **_: ("statistical", "exact"), lambda family, **_: theory_route(family))
+def check_step_pair(family: Family, rng: np.random.Generator, *, samples: int) -> list[Measurement]:
+    """``samples`` single steps (dense) read along ``pair_directions`` against E[A (x) A] of the closed form
+    (``pair_expectations``), Hotelling's T^2 over the J contractions (rows y_i = contraction - expectation;
+    ``hotelling``): the statistical row is the normal deviate of its p-value, held one-sided as in ``check_step_mean``;
+    the exact row holds the directions in which every sampled contraction is the same number (structural zeros of a
+    block step) to rounding."""
+    dirs, _ = pair_directions(family.dim, rng)
+    want = pair_expectations(closed_forms(family).pair_operator(), dirs)
+    total, outer = np.zeros(len(dirs)), np.zeros((len(dirs), len(dirs)))
+    for b in mc.batches(samples, 2 * family.dim * family.dim):
+        y = pair_contractions(family.sample(rng, 1, b).dense()[:, 0], dirs) - want
+        total += y.sum(axis=0)
+        outer += y.T @ y
+    p_value, _, constant = hotelling(total, outer, samples)
+    what = (f"E[A (x) A] of one step along {len(dirs)} contractions (u'Ax)(v'Az) ({6 * PAIR_INDEX_PAIRS} axis-aligned, "
+            f"{PAIR_RANDOM_DIRECTIONS} random) vs the closed form")
+    return [measurement("C4", family, f"{what}: Hotelling T^2 (z of its F p-value, {samples} steps)", "statistical",
+                        [sps.norm.isf(p_value)], [1.0], [0.0], samples, side="upper",
+                        source="Hotelling T^2 against the closed-form E[A (x) A]"),
+            measurement("C4", family, f"{what}: along the directions in which every step is the same", "exact",
+                        [constant], [0.0], [0.0], samples, floor=1e-9, source="closed form (E[A (x) A] exact)")]
 
 
 @register("pair-operator", "C4", lambda family, **_: ("statistical",),

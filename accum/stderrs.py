@@ -45,7 +45,7 @@ def _window(family: Family, rng: np.random.Generator, q: np.ndarray, k: np.ndarr
 
 def _score_gap(family: Family, rng: np.random.Generator, q: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     budget = PER_BATCH * mc.path_floats(mc.step_form(family), family.dim, 4)
-    e = est.score_gap(family, 4, 8, rng, batch_floats=budget)
+    e = est.score_gap(family, 4, 8, rng, batch_floats=budget, q=q, k=k)
     return np.array([e.mean]), np.array([e.stderr])
 
 

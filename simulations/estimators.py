@@ -30,7 +30,7 @@ from . import montecarlo as mc
 from .farset import far_residual, near_weight
 from .montecarlo import (MAX_BINS, ContextEstimate, CurveEstimate, Estimate, Moments, OnsetEstimate,
                          ScoreGapEstimate, batches, check_budget, check_family, check_rng, check_samples, check_steps, group_sizes,
-                         grouped_sums, jackknife, path_chunk, path_floats, pooled_mean, probe, step_form, unit_probe)
+                         grouped_sums, jackknife, path_chunk, path_floats, pooled_mean, probe, step_form)
 
 __all__ = ["Estimate", "bilinear_path", "coherence", "drift", "far_residual", "last_row_sums", "mean_product_sq",
            "near_weight", "offset_profile", "onset", "score_gap", "window", "window_width"]
@@ -221,17 +221,20 @@ def _check_eps(eps: float) -> None:
         raise ParamError(f"eps must lie in (0, 1), got {eps!r}")
 
 
-def onset(family: Family, eps: float, n_steps: int, n_samples: int, rng: np.random.Generator) -> OnsetEstimate:
-    """Incoherence onset n_eps = min{n : |c(n)| <= eps}, from the Monte Carlo coherence curve.
+def onset(family: Family, eps: float, n_steps: int, n_samples: int, rng: np.random.Generator,
+          q: np.ndarray | None = None, k: np.ndarray | None = None) -> OnsetEstimate:
+    """Incoherence onset n_eps = min{n : |c(n) / c(0)| <= eps}, from the Monte Carlo coherence curve
+    c(n) = E q^T A_n ... A_1 k (probes default 1/sqrt(d), so c(0) = 1).
 
     Interpolated between integer steps (``stats.first_crossing``) so the jackknife standard error is meaningful.
-    Theory (i.i.d. steps with E[A] = rho I): n_eps = log(eps) / log(rho).
+    Theory (i.i.d. steps with E[A] = rho I): n_eps = log(eps) / log(rho); with complex plane rates the curve
+    oscillates and crosses eps earlier (``theory.forms.ClosedForms.onset``).
     """
     check_family(family)
     check_rng(rng)
     _check_eps(eps)
     check_steps("n_steps", n_steps)
-    q = k = unit_probe(family.dim)
+    q, k = probe("q", q, family.dim), probe("k", k, family.dim)
     sums, squares, sizes = grouped_sums(lambda b: bilinear_path(family, rng, n_steps, b, q, k),
                                         n_samples, path_floats(step_form(family), family.dim, n_steps))
     value, se = jackknife(lambda total, n: first_crossing(total / n, eps), [sums], sizes)
@@ -291,11 +294,12 @@ def window(family: Family, context: int, n_samples: int, rng: np.random.Generato
 
 
 def score_gap(family: Family, offset: int, n_samples: int, rng: np.random.Generator, bins: int = 60,
-              batch_floats: int | None = None) -> ScoreGapEstimate:
-    """Far-score statistics at distance ``offset``: s = q^T A_offset ... A_1 k with |q| = |k| = 1.
+              batch_floats: int | None = None, q: np.ndarray | None = None,
+              k: np.ndarray | None = None) -> ScoreGapEstimate:
+    """Far-score statistics at distance ``offset``: s = q^T A_offset ... A_1 k, probes default q = k = 1/sqrt(d).
 
-    mean is the far variance scaled by d, d E[s^2] (theory: 1 for Haar, |q|^2 |k|^2 = 1); it also holds the far
-    mean with its standard error, the near score q.k = 1, the standardised gap (q.k - E s) / sd(s), the
+    mean is the far variance scaled by d, d E[s^2] (theory: |q|^2 |k|^2 for Haar, 1 at the default probes); it also
+    holds the far mean with its standard error, the near score q.k (1 at the default probes), the standardised gap (q.k - E s) / sd(s), the
     empirical tail P(|s| >= 1/2) and a histogram of s.  Standard error of d E[s^2] from the fourth moment.
     Streamed: each batch (at most ``batch_floats`` numbers, default ``montecarlo.BATCH_BUDGET``) is folded into
     running moments, histogram counts and the tail count.
@@ -306,7 +310,7 @@ def score_gap(family: Family, offset: int, n_samples: int, rng: np.random.Genera
     check_samples(n_samples)  # a standard error needs two
     check_int("bins", bins, 1, MAX_BINS)
     d = family.dim
-    q = k = unit_probe(d)
+    q, k = probe("q", q, d), probe("k", k, d)
     far_m, sq_m = Moments(), Moments()
     counts, tail = np.zeros(bins, dtype=np.int64), 0
     for b in batches(n_samples, path_floats(step_form(family), d, offset), check_budget(batch_floats)):

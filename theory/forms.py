@@ -60,6 +60,11 @@ class ClosedForms:
         """Exact E[A] (d, d) of one step (the stationary marginal for token laws): rho I by default."""
         return self.rate() * np.eye(self.family.dim)
 
+    def pair_operator(self) -> np.ndarray:
+        """Exact E[A (x) A] (d^2, d^2) of one step in numpy's ``kron`` layout: row (i, k), column (j, l) holds
+        E[A_ij A_kl], and it maps row-major vec(X) to vec(E[A X A^T]) (the stationary marginal for token laws)."""
+        raise self.missing("the one-step second moment E[A (x) A]")
+
     def product_rate(self) -> float | None:
         """The asymptotic per-step decay rate of E[A_n ... A_1] where it differs from sigma_max(E[A]) (dependent
         steps), else None."""
@@ -121,6 +126,9 @@ class SO2Forms(ClosedForms):
     def step_mean(self):
         return so2.mean_product(self.angles(), 1)
 
+    def pair_operator(self):
+        return so2.step_pair_operator(self.angles())
+
     def coherence(self, steps, q=None, k=None):
         return so2.coherence(self.angles(), steps, q, k)
 
@@ -137,7 +145,7 @@ class SO2Forms(ClosedForms):
             phi = so2.plane_characteristic(angles)
             if np.allclose(phi, phi[0], rtol=0, atol=0) and np.isreal(phi[0]):
                 return window.onset(phi[0].real, eps)  # one real rate on every plane
-        return super().onset(eps, max_steps, q, k)
+        return ClosedForms.onset(self, eps, max_steps, q, k)  # named, not super(): a planted copy runs outside the class
 
     def far_variance(self, offset, q=None, k=None):
         q, k = probes(self.family.dim, q, k)
@@ -204,6 +212,12 @@ class HouseholderForms(ClosedForms):
         if parts["w"] == "token":
             return householder.token_step_mean(parts["beta"], parts["table"])
         return householder.mean_rate(parts["beta"], parts["d"]) * np.eye(self.family.dim)
+
+    def pair_operator(self):
+        parts = householder.family_parts(self.family)
+        if parts["w"] == "token":
+            return householder.token_pair_operator(parts["beta"], parts["table"])
+        return householder.pair_operator(parts["beta"], parts["d"])
 
     def coherence(self, steps, q=None, k=None):
         return householder.coherence(self.family, steps, q, k)
@@ -289,6 +303,15 @@ class HaarForms(IsotropicForms):
     def rate(self):
         return float(groups.haar_mean(self.family.dim, 1, self.family.group))
 
+    def pair_operator(self):
+        """E[A_ij A_kl] = delta_ik delta_jl / d (O(d), and SO(d) for d >= 3, whose only invariant of V (x) V is the
+        identity): E[A X A^T] = tr(X) I / d."""
+        d = self.family.dim
+        if self.family.group == "SO" and d <= 2:
+            raise self.missing("E[A (x) A] of SO(1) or SO(2)")
+        vec_eye = np.eye(d).reshape(-1)
+        return np.outer(vec_eye, vec_eye) / d
+
     def far_variance(self, offset, q=None, k=None):
         d = self.family.dim
         q, k = probes(d, q, k)
@@ -310,6 +333,9 @@ class HaarForms(IsotropicForms):
 class GivensForms(IsotropicForms):
     def rate(self):
         return groups.givens_rate(self.family.dim, self.family.sigma)
+
+    def pair_operator(self):
+        return groups.givens_pair_operator(self.family.dim, self.family.sigma)
 
     def far_variance(self, offset, q=None, k=None):
         d = self.family.dim

@@ -28,7 +28,9 @@ class Gap:
     """A split-sample estimate of a top singular value (see ``first_moment_gap``): ``value`` +- ``stderr`` from the
     second half, ``plug_in`` the biased-upwards sigma_max of the first half's estimate, ``iterations`` of the power
     method (0 for a direct SVD), ``all_fixed`` when every direction is fixed (no complement), ``converged`` False
-    when the power method stopped at its step cap (its value is then a lower bound)."""
+    when the power method stopped at its step cap (its value is then a lower bound), ``pair`` the (left, right)
+    directions the second half was read along (u, v of d entries; U, V of d x d for the second moment), None when
+    there were none."""
 
     value: float
     stderr: float
@@ -36,6 +38,7 @@ class Gap:
     iterations: int = 0
     all_fixed: bool = False
     converged: bool = True
+    pair: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def first_moment_gap(half1: list, half2: list) -> Gap:
@@ -48,7 +51,7 @@ def first_moment_gap(half1: list, half2: list) -> Gap:
     """
     u, s, v = top_singular_pair(step_mean_with_se(half1)[0])
     vals = bilinear_values(half2, u, v)
-    return Gap(float(vals.mean()), float(vals.std(ddof=1) / math.sqrt(vals.size)), s)
+    return Gap(float(vals.mean()), float(vals.std(ddof=1) / math.sqrt(vals.size)), s, pair=(u, v))
 
 
 #: above this d the top singular pair comes from Lanczos iterations (one matrix-vector product each, so Ctrl-C is
@@ -121,4 +124,5 @@ def second_moment_gap(half1: list, half2: list, rng: np.random.Generator,
     u = op1.left(v)
     u /= np.linalg.norm(u)
     vals = op2.values(u, v)
-    return Gap(float(vals.mean()), float(vals.std(ddof=1) / math.sqrt(vals.size)), sigma, it, converged=converged)
+    return Gap(float(vals.mean()), float(vals.std(ddof=1) / math.sqrt(vals.size)), sigma, it, converged=converged,
+               pair=(u, v))

@@ -195,6 +195,30 @@ def pair_characteristics(angles: PlaneAngles, n: int) -> tuple[np.ndarray, np.nd
     return plus, minus
 
 
+def step_pair_operator(angles: PlaneAngles) -> np.ndarray:
+    """E[A (x) A] of one step as a (d^2, d^2) matrix in numpy's ``kron`` layout (row (i, k), column (j, l) holds
+    E[A_ij A_kl]; it maps row-major vec(X) to vec(E[A X A^T])).
+
+    A = sum_b (cos theta_b E_b + sin theta_b F_b) with E_b the identity and F_b = [[0, -1], [1, 0]] on plane b, so
+    E[A (x) A] = sum_{b,c} sum_{f,g} E[f(theta_b) g(theta_c)] kron(G_fb, G_gc) with, from J+- = E e^{i(theta_b +- theta_c)}
+    (``pair_characteristics`` at n = 1), E cos cos = Re(J+ + J-)/2, E sin sin = Re(J- - J+)/2, E cos_b sin_c =
+    Im(J+ - J-)/2, E sin_b cos_c = Im(J+ + J-)/2 (product-to-sum; b = c included).  Reconstruction (derived here)."""
+    d, half = angles.dim, angles.dim // 2
+    plus, minus = pair_characteristics(angles, 1)
+    weights = np.empty((2, half, 2, half))  # (f, b, g, c): f, g = 0 cos, 1 sin
+    weights[0, :, 0, :] = (plus + minus).real / 2
+    weights[1, :, 1, :] = (minus - plus).real / 2
+    weights[0, :, 1, :] = (plus - minus).imag / 2
+    weights[1, :, 0, :] = (plus + minus).imag / 2
+    basis = np.zeros((2, half, d, d))
+    ev, od, b = np.arange(0, d, 2), np.arange(1, d, 2), np.arange(half)
+    basis[0, b, ev, ev] = basis[0, b, od, od] = 1.0
+    basis[1, b, ev, od], basis[1, b, od, ev] = -1.0, 1.0
+    basis = basis.reshape(d, d, d)  # the 2 * half basis matrices, cos ones first
+    pair = np.einsum("xy,xij,ykl->ikjl", weights.reshape(d, d), basis, basis)
+    return pair.reshape(d * d, d * d)
+
+
 def far_second_moment(angles: PlaneAngles, n: int, q: Any = None, k: Any = None) -> float:
     """E[s^2] for the far score s = q^T A_n ... A_1 k (block version of C4's |q|^2 |k|^2 / d).
 

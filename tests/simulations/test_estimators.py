@@ -457,3 +457,30 @@ def test_dense_family_draws_count_against_the_batch_budget(call, monkeypatch):
     fam = make_family("haar", dim=12)
     call(fam, np.random.default_rng(0))
     assert peak_bytes(lambda: call(fam, np.random.default_rng(0))) <= 6 * 8 * budget
+
+
+def test_onset_with_a_complex_rate_and_non_unit_probes():
+    """mu != 0: c(n) = Re(C phi^n), phi = e^{i mu - sigma^2/2}, C = sum_b conj(z_qb) z_kb (z_b = x_2b + i x_2b+1), crosses
+    eps at the first zero of its cosine, long before |phi|^n does; the onset, log-linear between integer steps, is
+    computed here from that curve (q != k, |q| = 1.3, |k| = 0.7; eps halfway between two steps)."""
+    mu, sigma = 0.3, 0.5
+    fam = make_family("so2-accumulated", dim=8, mu=mu, sigma=sigma)
+    rng = np.random.default_rng(5)
+    q, k = rng.normal(size=8), rng.normal(size=8) * 0.2
+    q, k = 1.3 * q / np.linalg.norm(q), k + q
+    k = 0.7 * k / np.linalg.norm(k)
+    phi = np.exp(1j * mu - sigma**2 / 2)
+    c = np.sum(np.conj(q[0::2] + 1j * q[1::2]) * (k[0::2] + 1j * k[1::2]))
+    mag = np.abs((c * phi ** np.arange(20)).real / c.real)
+    n = int(np.flatnonzero(mag <= 0.2)[0])
+    eps = np.sqrt(mag[n - 1] * mag[n])
+    assert n < np.log(eps) / np.log(abs(phi)) - 5  # the shortcut through |phi| would be far off
+    within(est.onset(fam, eps, 20, 20000, np.random.default_rng(6), q=q, k=k), n - 0.5)
+
+
+def test_score_gap_with_non_unit_probes_is_q2_k2_for_haar():
+    rng = np.random.default_rng(7)
+    q, k = 1.3 * rng.normal(size=6) / np.sqrt(6), 0.7 * rng.normal(size=6) / np.sqrt(6)
+    e = est.score_gap(make_family("haar", dim=6), 1, 20000, np.random.default_rng(8), q=q, k=k)
+    within(e, float(q @ q) * float(k @ k))
+    assert e.near == pytest.approx(float(q @ k))

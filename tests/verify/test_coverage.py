@@ -6,13 +6,15 @@ takes the step-form operations it declares (run once per check and step form at 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from accum import coverage, report_plan as rp
-from accum.claims import CHECKS, family_routes
+from accum.claims import CHECKS, family_routes, label
 from accum.simulations import laws
 from accum.simulations.steps import StepShape
 
@@ -101,3 +103,62 @@ def test_a_check_takes_the_operations_it_declares(job, monkeypatch):
         CHECKS[job.check].run(job.family, np.random.default_rng(0), **kwargs)
     declared = {r for r in CHECKS[job.check].routes(job.family, **job.kwargs) if r.startswith("op:")}
     assert declared <= seen, (declared - seen, seen)
+
+
+# --- the plan's rows as a committed table ---------------------------------------------------------------------------
+
+TABLE_PATH = Path(__file__).with_name("coverage_table.json")
+TABLE = json.loads(TABLE_PATH.read_text())
+REGENERATE = ("OMP_NUM_THREADS=1 .venv/bin/python -c \"import json; from accum import coverage, report_plan as rp; "
+              "print(json.dumps(coverage.table(rp.plan(rp.PRESETS['quick'])), indent=1))\" > tests/verify/coverage_table.json")
+
+
+@pytest.mark.parametrize("preset", ["quick", "full"])
+def test_the_plan_has_exactly_the_committed_rows(preset):
+    """Both presets' plans give the committed table (claim x family x check, row kinds, quantities): a change of rows
+    is a change of this file, made on purpose (regenerate it with REGENERATE) and seen in review."""
+    assert coverage.table(rp.plan(rp.PRESETS[preset])) == TABLE, f"the plan's rows changed; if on purpose: {REGENERATE}"
+
+
+def test_a_plan_that_drops_a_family_from_a_check_loses_rows():
+    """A family silently dropped from one check (the step-pair rows of Householder) is named as lost rows, and the
+    table no longer matches."""
+    dropped = [j for j in QUICK if not (j.check == "step-pair" and label(j.family) == "householder(d=16, beta=1.3)")]
+    assert len(dropped) == len(QUICK) - 1
+    assert coverage.table(dropped) != TABLE
+    fewer = [{"claim": e["claim"], "family": e["family"], "kind": kind}
+             for e in coverage.row_table(dropped) for kind, n in e["kinds"].items() for _ in range(n)]
+    assert sorted(coverage.lost_rows(TABLE["rows"], fewer)) == ["C4 householder(d=16, beta=1.3): 1 exact row(s) missing",
+                                                                 "C4 householder(d=16, beta=1.3): 1 statistical row(s) missing"]
+
+
+def test_a_full_set_of_rows_loses_none():
+    rows = [{"claim": e["claim"], "family": e["family"], "kind": kind}
+            for e in TABLE["rows"] for kind, n in e["kinds"].items() for _ in range(n)]
+    assert coverage.lost_rows(TABLE["rows"], rows) == []
+    assert len(rows) - sum(r["kind"] in ("exact", "bound") for r in rows) == TABLE["evidence_rows"]
+
+
+def test_the_saved_quick_report_has_every_row_of_the_table():
+    """measurements/verify-quick.json (the quick report the docs quote) holds every row of the table."""
+    saved = json.loads((Path(__file__).resolve().parents[2] / "measurements" / "verify-quick.json").read_text())
+    assert coverage.lost_rows(TABLE["rows"], saved["result"]["rows"]) == []
+    assert saved["result"]["evidence_rows"] == TABLE["evidence_rows"]
+
+
+def test_every_measure_quantity_is_held_to_theory():
+    """Each quantity `accum measure` offers has checks (``coverage.QUANTITY_CHECKS``) with rows on some family."""
+    from accum.simulations.measure import QUANTITIES
+
+    assert set(coverage.QUANTITY_CHECKS) == set(QUANTITIES)
+    assert all(TABLE["quantities"][q] for q in QUANTITIES)
+
+
+def test_the_docs_quote_the_tables_evidence_count():
+    """The evidence count README.md and docs/verify.md give for the current plan is the table's."""
+    root = Path(__file__).resolve().parents[2]
+    n = TABLE["evidence_rows"]
+    assert f"false-failure budget 0.01 over {n} evidence rows)" in (root / "README.md").read_text()
+    doc = (root / "docs" / "verify.md").read_text()
+    assert f"The plan has **{n} evidence rows**" in doc
+    assert f"false-failure budget 0.01 over {n} evidence rows)" in doc
