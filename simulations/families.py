@@ -139,6 +139,12 @@ class SO2Accumulated(BuiltinFamily):
         """The law's tables must fit (``AngleLaw.check_size``: a token law's table and Markov transition matrix)."""
         self.angle_law().check_size(self.dim)
 
+    def params(self) -> dict[str, Any]:
+        """dim, law and the parameters of that law only (the fields of the other laws keep their defaults): what a
+        saved result records, so adding or editing another law leaves its identity unchanged."""
+        own = {"dim", "law", *(spec.name for spec in LAWS[self.law].PARAMS)}
+        return {k: v for k, v in dataclasses.asdict(self).items() if k in own}
+
     def angle_law(self) -> AngleLaw:
         """The angle law object (``simulations.laws``) with this family's parameters (built once per distinct family:
         ``sample`` asks for it at every draw, and laws are frozen)."""
@@ -371,9 +377,11 @@ def user_object(family: Family) -> Any:
 
 
 def family_params(family: Family) -> dict[str, Any]:
-    """The family's parameters as a plain dict (its dataclass fields), for saving with results (a user family's
-    read through ``userfamily.call_user``)."""
+    """The family's parameters as a plain dict, for saving with results: a built-in's ``params()``, a user family's
+    dataclass fields (read through ``userfamily.call_user``), else its dim."""
     obj = user_object(family)
+    if isinstance(obj, BuiltinFamily):
+        return obj.params()
     if not dataclasses.is_dataclass(obj):
         return {"dim": family.dim}
     return call_user(family_name(family), "reading its dataclass fields", dataclasses.asdict, obj)
@@ -383,3 +391,12 @@ def family_name(family: Family) -> str:
     """Registry name for built-ins, the ``module:Class`` it was loaded as for a user family (``CheckedFamily.name``),
     ``module:Class`` of its type for any other object."""
     return getattr(family, "name", None) or f"{type(family).__module__}:{type(family).__qualname__}"
+
+
+def drawn_classes(family: Family) -> tuple[str, ...]:
+    """The classes of ``identity.BY_CLASS`` modules the family draws with, as "module:Class": its angle law's
+    (``so2-accumulated``, or a user family's ``angle_law()``), none for the others.  A saved result's key
+    fingerprints these alone of their module (``identity.job_modules``)."""
+    angle_law = getattr(family, "angle_law", None)
+    law = angle_law() if angle_law is not None else None
+    return () if law is None else (f"{type(law).__module__}:{type(law).__qualname__}",)

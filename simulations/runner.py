@@ -4,7 +4,7 @@ single-threaded workers, or on a Dask cluster (``connect``), and yields each out
 raised) as it finishes.  It also checks the ``--workers`` and ``--scheduler`` options of those commands.
 
 A job sent to a worker (pool or Dask) travels as ``shipped``: the job pickled in this process, with this process's
-``userfamily.user_module_folders``; the worker puts those folders on its import path before it reads the job
+``userpath.user_module_folders``; the worker puts those folders on its import path before it reads the job
 (``run_shipped``), so a user's ``module:Class`` family from the current folder resolves there as it does here --
 named in the job (a sweep) or pickled in it (a verify check), for every command on this runner.
 
@@ -28,7 +28,7 @@ from tqdm import tqdm
 from accum.runtime import thread_environment
 
 from .params import ParamError
-from .userfamily import resolve_user_modules_from, user_module_folders
+from .userpath import resolve_user_modules_from, user_module_folders
 
 MAX_WORKERS = 1024         # local processes (``--workers``)
 #: the one default of ``--workers`` (verify, sweep, figures, probe sweep): in this process, as ``--threads`` defaults

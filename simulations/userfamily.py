@@ -4,8 +4,8 @@ what is checked of what that code returns.
 **Where its module resolves.**  ``load_class`` imports the class with the current folder first on the import path
 (a ``mymod.py`` beside the user works without PYTHONPATH, as ``python -c`` would have it).  A worker of the job
 runner (``simulations.runner``: a local process pool or a Dask worker) resolves it the same way: every job carries
-the parent's ``user_module_folders`` and the worker puts them on its import path before it reads the job
-(``resolve_user_modules_from``), so a family named by a string (a sweep job) and a pickled ``CheckedFamily`` (a
+the parent's ``userpath.user_module_folders`` and the worker puts them on its import path before it reads the job
+(``userpath.resolve_user_modules_from``), so a family named by a string (a sweep job) and a pickled ``CheckedFamily`` (a
 verify check) both import in the worker.  A Dask worker on another machine needs the folder at the same path there.
 
 **How its code runs.**  ``families.make_family`` hands the engine a ``CheckedFamily`` (``CheckedFamily.build``), and
@@ -60,6 +60,7 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from .params import ParamError, check_int
+from .userpath import folders_first_on_path, user_module_folders
 from .steps import AngleSteps, DenseSteps, HouseholderSteps
 
 FORMS = (AngleSteps, HouseholderSteps, DenseSteps)
@@ -77,32 +78,7 @@ CAPABILITIES = {"moments": "a method", "angle_law": "a method", "torch_angle_sam
 MESSAGE_CHARS = 300
 
 
-# --- where a user's module resolves ---------------------------------------------------------------------------------
-
-def user_module_folders() -> tuple[str, ...]:
-    """The folders a ``module:Class`` name resolves from besides the installed packages: the current folder."""
-    return (os.getcwd(),)
-
-
-@contextlib.contextmanager
-def folders_first_on_path(folders: Iterable[str]) -> Iterator[None]:
-    """``folders`` first on ``sys.path`` while the block runs (those already on it stay where they are)."""
-    added = [folder for folder in folders if folder not in sys.path]
-    sys.path[:0] = added
-    try:
-        yield
-    finally:
-        for folder in added:
-            if folder in sys.path:
-                sys.path.remove(folder)
-
-
-def resolve_user_modules_from(folders: Iterable[str]) -> None:
-    """In a worker of the job runner: append each of the parent's ``user_module_folders`` not already on ``sys.path``,
-    for the worker's life (a worker's jobs may run in threads, so nothing is taken off again).  Appended, not
-    prepended: a file in the user's folder never shadows a module the engine imports later in the worker."""
-    sys.path.extend(folder for folder in folders if folder not in sys.path)
-
+# --- the class behind a module:Class name ----------------------------------------------------------------------
 
 def load_class(name: str) -> type:
     """The class named by ``"package.module:ClassName"``; ``ParamError`` for a malformed name, a module that

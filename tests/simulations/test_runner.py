@@ -14,7 +14,6 @@ import pytest
 
 from accum.simulations.families import make_family
 from accum.simulations.runner import map_outcomes
-from accum.simulations.userfamily import resolve_user_modules_from
 
 MODULE = """
 import numpy as np
@@ -65,9 +64,3 @@ def test_a_pickled_user_family_is_drawn_on_a_dask_worker_started_elsewhere(user_
         assert client.run(lambda: __import__("os").getcwd()) != {}  # the worker is up, in its own folder
         for theta in draws(map_outcomes(draw, [user_family, user_family], 1, client)):
             np.testing.assert_array_equal(theta, expected)
-
-
-def test_user_module_folders_are_appended_once(monkeypatch):
-    monkeypatch.setattr(sys, "path", ["first", "second"])
-    resolve_user_modules_from(("second", "third", "third"))
-    assert sys.path == ["first", "second", "third"]
