@@ -164,11 +164,11 @@ def user_output_on_stderr() -> Iterator[None]:
     and ``sys.stdout`` / ``sys.__stdout__`` a ``StdoutView`` of ``sys.stderr``.  After it, streams the block
     wrote to through an older reference are flushed while fd 1 still points at stderr, then everything is restored."""
     with _STDOUT_LOCK:
-        saved = (sys.stdout, sys.__stdout__)
-        _flush(saved)
-        saved_fd = _point_fd1_at_stderr()
-        sys.stdout = sys.__stdout__ = StdoutView(sys.stderr)
-        try:
+        saved, saved_fd = (sys.stdout, sys.__stdout__), None
+        try:  # set up inside the try: an interrupt meanwhile still restores what was changed
+            _flush(saved)
+            saved_fd = _point_fd1_at_stderr()
+            sys.stdout = sys.__stdout__ = StdoutView(sys.stderr)
             yield
         finally:
             sys.stdout, sys.__stdout__ = saved
