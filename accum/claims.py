@@ -26,6 +26,8 @@ from accum.simulations import estimators as est
 from accum.simulations import montecarlo as mc
 from accum.simulations import reference
 from accum.simulations.families import FAMILIES, Family, family_name, family_params, user_object
+from accum.simulations.laws import AngleLaw
+from accum.simulations.params import ParamError
 from accum.simulations.steps import StepShape
 from accum.theory import Prediction, controls, prediction
 from accum.theory.forms import has_closed_forms
@@ -72,7 +74,11 @@ def family_routes(family: Family) -> set[str]:
     out = {f"form:{mc.step_form(obj).form_name}"}
     if family_name(family) in FAMILIES:
         out.add(f"family:{family_name(family)}")
-    law = getattr(obj, "angle_law", lambda: None)()
+    angle_law = getattr(family, "angle_law", None)  # a user family's through its CheckedFamily (one line if it fails)
+    law = angle_law() if angle_law is not None else None
+    if law is not None and not isinstance(law, AngleLaw):
+        raise ParamError(f"family {family_name(family)}: angle_law() must return an AngleLaw "
+                         f"(accum.simulations.laws) or None, got a {type(law).__name__}")
     if law is not None:
         out.add(f"law:{law.name}")
     return out

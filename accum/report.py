@@ -16,6 +16,7 @@ import numpy as np
 
 from accum.runtime import progress_bar
 from accum.simulations.identity import code_identity, digest, import_closure
+from accum.simulations.params import ParamError
 from accum.simulations.results import ResultError, atomic_write_json, jsonable, make_record, read_record
 from accum.simulations.runner import map_outcomes
 
@@ -97,6 +98,8 @@ def run_plan(jobs: Sequence[Check], seed: int, progress: bool, workers: int = 1,
     with progress_bar(len(jobs), "accum verify", "check", progress, initial=len(results)) as bar:
         for item, outcome in map_outcomes(run_job, items, workers, client):
             position, job, _ = item
+            if isinstance(outcome, ParamError):  # bad input found by the check (a user family's failure): one line
+                raise outcome
             if isinstance(outcome, Exception):
                 raise RuntimeError(f"accum verify: check {job.label!r} failed: {type(outcome).__name__}: {outcome}") from outcome
             got, seconds = outcome

@@ -18,7 +18,7 @@ from typing import NamedTuple, Sequence
 
 from accum.runtime import progress_bar
 from accum.simulations import identity, sweep
-from accum.simulations.families import family_name, family_params
+from accum.simulations.families import drawn_classes, family_name, family_params
 from accum.simulations.measure import resolve_job
 from accum.simulations.results import ResultError, atomic_write_json
 
@@ -37,23 +37,26 @@ class DataError(RuntimeError):
     """Some figure jobs failed; the others were saved and a rerun retries only the failed ones."""
 
 
-def sweep_job(job: CurveSpec, root_seed: int, modules: tuple[str, ...], code: dict) -> sweep.Job:
-    """The job as a ``simulations.sweep.Job`` (validated), keyed with ``code``, the identity of ``modules``."""
+def sweep_job(job: CurveSpec, root_seed: int, package: tuple[str, ...], codes: dict) -> sweep.Job:
+    """The job as a ``simulations.sweep.Job`` (validated), keyed with the identity of its source units
+    (``identity.job_modules`` of the ``package`` modules and its family), fingerprinted once per set in ``codes``."""
     _, family, options, _ = resolve_job(job.quantity, job.family, job.params, job.options)
     config = {"quantity": job.quantity, "family": family_name(family),
               "params": {**job.params, **family_params(family)}, "options": options}
-    key = identity.job_key(config, root_seed, 0, code)
+    modules = identity.job_modules(package, job.family, drawn_classes(family))
+    if modules not in codes:
+        codes[modules] = identity.code_identity(modules)
+    key = identity.job_key(config, root_seed, 0, codes[modules])
     return sweep.Job(f"{job.series} ({job.quantity}, {job.family})", job.quantity, job.family, job.params,
                      options, 0, modules, key, identity.digest(key))
 
 
 def plan(jobs: Sequence[CurveSpec], root_seed: int) -> list[sweep.Job]:
-    """Sweep jobs for ``jobs``, in order; the installed code's identity is fingerprinted once per family
-    module set (``identity.job_modules``)."""
-    package = identity.measure_modules()
-    modules = {job.family: identity.job_modules(package, job.family) for job in jobs}
-    codes = {mods: identity.code_identity(mods) for mods in set(modules.values())}
-    return [sweep_job(job, root_seed, modules[job.family], codes[modules[job.family]]) for job in jobs]
+    """Sweep jobs for ``jobs``, in order; the installed code's identity is fingerprinted once per set of source
+    units (``identity.job_modules``: an angle law's class alone of its module, so editing one law recomputes only
+    its curves)."""
+    package, codes = identity.measure_modules(), {}
+    return [sweep_job(job, root_seed, package, codes) for job in jobs]
 
 
 def load(results_dir: Path, job: sweep.Job) -> dict | None:

@@ -29,6 +29,7 @@ import torch
 from accum.probes import stats, tables
 from accum.probes.evaluate import EvalConfig
 from accum.probes.io import json_text, read_json
+from accum.probes.model import FAMILY_ARMS
 from accum.probes.cliargs import MAX_THREADS, REPOSITORY, probe_parser
 from accum.probes.bridge import THEORY_RESULTS, BridgeConfig, is_current, summary_line, theory_result
 from accum.probes.presets import PRESETS, preset
@@ -269,7 +270,8 @@ def parse_variants(given: list[list[str]] | None, default: dict) -> tuple:
 def sweep_config(args: argparse.Namespace, flags: dict[str, str]) -> SweepConfig:
     """The design from --preset (default cpu) and the options given."""
     design = preset(args.preset or "cpu")
-    train_cfg = build(TrainConfig, args, flags, design["train"], arm="rope")
+    # the shared config's arm is replaced per run (``SweepConfig.run_config``); a --family makes it a family arm's
+    train_cfg = build(TrainConfig, args, flags, design["train"], arm=FAMILY_ARMS[0] if args.family else "rope")
     eval_seed = 0 if args.eval_seed is None else args.eval_seed
     eval_cfg = build(EvalConfig, args, {**flags, "seed": "--eval-seed"}, design["eval"], seed=eval_seed)
     plan = {k: v for k, v in design["sweep"].items() if k != "variants"}

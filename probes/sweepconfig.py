@@ -87,6 +87,10 @@ class SweepConfig:
             raise field_error("alpha", f"must be a number in (0, 1), got {self.alpha!r}")
         for arm in self.arms:
             self.run_config(arm, self.seeds[0])
+        takers = [a for a in self.arms if self.arm_specs[a]["arm"] in FAMILY_ARMS and "family" not in self.arm_specs[a]]
+        if self.train.family and not takers:
+            raise field_error("family", f"is taken by the arms {', '.join(FAMILY_ARMS)} (without a family of their "
+                              f"own) only, and none of the arms {', '.join(self.arms)} is one")
 
     @property
     def plan_looks(self) -> tuple[int, ...]:
@@ -107,10 +111,12 @@ class SweepConfig:
     def run_config(self, arm: str, seed: int) -> TrainConfig:
         """The training config of (arm label, seed): the shared config with the label's overrides.
         ``angle_lr_scale`` applies to the arms with angle tables (``TOKEN_ARMS``) only: every other arm runs at
-        scale 1 (so its runs do not depend on it) unless its variant sets it."""
+        scale 1 (so its runs do not depend on it) unless its variant sets it; likewise the shared ``family`` and
+        ``family_param`` (``--family``) apply to the family arms (``FAMILY_ARMS``) only."""
         over = self.arm_specs[arm]
         scale = self.train.angle_lr_scale if over["arm"] in TOKEN_ARMS else 1.0
-        return replace(self.train, seed=seed, **{"angle_lr_scale": scale, **over})
+        family = {} if over["arm"] in FAMILY_ARMS else {"family": "", "family_param": ()}
+        return replace(self.train, seed=seed, **{"angle_lr_scale": scale, **family, **over})
 
     def to_dict(self) -> dict:
         return {"train": self.train.to_dict(), "eval": self.eval.to_dict(), "arms": list(self.arms),

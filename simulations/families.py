@@ -32,7 +32,7 @@ from .conventions import rope_frequencies
 from .laws import BASE, LAWS, TORCH_LAWS, AngleLaw, TorchDraw, check_token_table, law_params, make_law
 from .params import MAX_DENSE_DIM, CommandText, ParamError, ParamSpec, check_int, param_dataclass, pieces, resolve
 from .steps import AngleSteps, DenseSteps, HouseholderSteps
-from .userfamily import CheckedFamily, load_class
+from .userfamily import CheckedFamily, call_user, load_class
 
 if TYPE_CHECKING:  # torch is imported by the torch samplers only
     import torch
@@ -138,6 +138,12 @@ class SO2Accumulated(BuiltinFamily):
     def _check(self) -> None:
         """The law's tables must fit (``AngleLaw.check_size``: a token law's table and Markov transition matrix)."""
         self.angle_law().check_size(self.dim)
+
+    def params(self) -> dict[str, Any]:
+        """dim, law and the parameters of that law only (the fields of the other laws keep their defaults): what a
+        saved result records, so adding or editing another law leaves its identity unchanged."""
+        own = {"dim", "law", *(spec.name for spec in LAWS[self.law].PARAMS)}
+        return {k: v for k, v in dataclasses.asdict(self).items() if k in own}
 
     def angle_law(self) -> AngleLaw:
         """The angle law object (``simulations.laws``) with this family's parameters (built once per distinct family:
@@ -341,14 +347,11 @@ def make_family(name: str, **params: Any) -> Family:
         raise ParamError(f"unknown family {name!r}; built-in: {', '.join(FAMILIES)} (or module:Class)")
     cls = load_class(name)  # the current folder is on the import path for module:Class
     specs = getattr(cls, "PARAMS", None)
+    if specs is not None and not (isinstance(specs, (tuple, list)) and all(isinstance(s, ParamSpec) for s in specs)):
+        raise ParamError(f"family {name!r}: PARAMS must be a tuple of ParamSpec (accum.simulations.params), got a "
+                         f"{type(specs).__name__}")
     kwargs = resolve(specs, params, name) if specs else {k: _number(k, v) for k, v in params.items()}
-    try:
-        family = cls(**kwargs)
-    except (Exception, SystemExit) as err:  # the user's constructor: one line, not its traceback
-        raise ParamError(f"family {name!r} refused its parameters {kwargs}: {type(err).__name__}: {err}") from None
-    if not isinstance(family, Family):
-        raise ParamError(f"family {name!r} does not implement the Family protocol (dim, sample)")
-    return CheckedFamily(family, name)
+    return CheckedFamily.build(cls, kwargs, name)
 
 
 def _number(key: str, given: Any) -> float | int:
@@ -374,12 +377,26 @@ def user_object(family: Family) -> Any:
 
 
 def family_params(family: Family) -> dict[str, Any]:
-    """The family's parameters as a plain dict (its dataclass fields), for saving with results."""
-    family = user_object(family)
-    return dataclasses.asdict(family) if dataclasses.is_dataclass(family) else {"dim": family.dim}
+    """The family's parameters as a plain dict, for saving with results: a built-in's ``params()``, a user family's
+    dataclass fields (read through ``userfamily.call_user``), else its dim."""
+    obj = user_object(family)
+    if isinstance(obj, BuiltinFamily):
+        return obj.params()
+    if not dataclasses.is_dataclass(obj):
+        return {"dim": family.dim}
+    return call_user(family_name(family), "reading its dataclass fields", dataclasses.asdict, obj)
 
 
 def family_name(family: Family) -> str:
-    """Registry name for built-ins, ``module:Class`` otherwise."""
-    family = user_object(family)
+    """Registry name for built-ins, the ``module:Class`` it was loaded as for a user family (``CheckedFamily.name``),
+    ``module:Class`` of its type for any other object."""
     return getattr(family, "name", None) or f"{type(family).__module__}:{type(family).__qualname__}"
+
+
+def drawn_classes(family: Family) -> tuple[str, ...]:
+    """The classes of ``identity.BY_CLASS`` modules the family draws with, as "module:Class": its angle law's
+    (``so2-accumulated``, or a user family's ``angle_law()``), none for the others.  A saved result's key
+    fingerprints these alone of their module (``identity.job_modules``)."""
+    angle_law = getattr(family, "angle_law", None)
+    law = angle_law() if angle_law is not None else None
+    return () if law is None else (f"{type(law).__module__}:{type(law).__qualname__}",)

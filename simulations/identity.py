@@ -1,6 +1,8 @@
 """What a result depends on, as hashes: the canonical JSON and sha256 ``digest`` of a config, the seed of a
 job (``job_seed``: from the root seed and the job's own config, never its position), and the code version
-(``code_identity``: package versions and the sha256 of the source files a result depends on).
+(``code_identity``: package versions and the sha256 of the source a result depends on -- whole files, except the
+angle laws' module, ``BY_CLASS``, whose classes count one by one: a saved measurement of one law stays valid when
+another law is edited or added).
 
 A sweep job's result file is named by ``digest(job_key(...))`` (``simulations.sweep``); ``accum verify``
 seeds each check from ``config_words`` of its identity and keys its cache the same way (``accum.report``).
@@ -84,27 +86,66 @@ def measure_modules() -> tuple[str, ...]:
     return import_closure(__package__, "measure")
 
 
-def job_modules(package_modules: tuple[str, ...], family: str) -> tuple[str, ...]:
-    """The modules a job depends on: the package's (``measure_modules()``), plus the module of a
-    ``module:Class`` family (that file only, not what it imports)."""
-    return package_modules + ((family.partition(":")[0],) if ":" in family else ())
+#: modules whose top-level classes a job's key fingerprints one by one (``code_identity``, ``job_modules``): the angle
+#: laws, so that editing one law leaves every other law's saved results valid and adding a law leaves all of them
+#: valid.  Such a module's code outside its classes only registers and dispatches to them.
+BY_CLASS = (f"{__package__}.laws",)
+
+
+def job_modules(package_modules: tuple[str, ...], family: str, classes: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The source units a job depends on (``code_identity``): the package's modules (``measure_modules()``), each
+    module of ``BY_CLASS`` narrowed to its code outside its classes ("M:") and the ``classes`` of it the job's
+    family draws with ("M:C", ``families.drawn_classes``), plus the module of a ``module:Class`` family (that file
+    only, not what it imports)."""
+    units: list[str] = []
+    for module in package_modules:
+        if module in BY_CLASS:
+            units += [f"{module}:", *sorted(c for c in classes if c.partition(":")[0] == module)]
+        else:
+            units.append(module)
+    return (*units, *((family.partition(":")[0],) if ":" in family else ()))
 
 
 def code_identity(modules: tuple[str, ...]) -> dict[str, str]:
     """The code version a result depends on, as seen by this process.
 
-    {"accum": package version, "numpy": ..., "scipy": ..., "sources": digest of {module name: sha256 of
-    its file}} over ``modules`` (found in this process's installation, so a worker checks its own; located, not
-    imported: fingerprinting the engine must not load torch, nor keep a Ctrl-C waiting for it).
+    {"accum": package version, "numpy": ..., "scipy": ..., "sources": digest of {unit: sha256 of its source}} over
+    the source units ``modules`` (``unit_source``: a whole module "M", its code outside its top-level classes "M:",
+    or one class "M:C"), found in this process's installation, so a worker checks its own; located, not imported:
+    fingerprinting the engine must not load torch, nor keep a Ctrl-C waiting for it.
     """
-    sources = {}
-    for name in modules:
-        path = module_file(name)
-        if not path:
-            raise ParamError(f"module {name!r} has no source file to fingerprint")
-        sources[name] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    sources = {unit: hashlib.sha256(unit_source(unit)).hexdigest() for unit in modules}
     return {"accum": package_version(), "numpy": np.__version__, "scipy": scipy.__version__,
             "sources": digest(sources)}
+
+
+def unit_source(unit: str) -> bytes:
+    """What a unit stands for: "M", module M's file, byte for byte; "M:", the syntax tree (``ast.dump``: comments
+    and layout left out) of its statements outside its top-level class definitions; "M:C", the syntax tree of its
+    top-level class C (decorators included) together with those of the module's other top-level classes that C
+    names (its base classes, ...), transitively, in file order.  ``ParamError`` for a module without a source file
+    or a class it does not define."""
+    module, colon, cls = unit.partition(":")
+    path = module_file(module)
+    if not path:
+        raise ParamError(f"module {module!r} has no source file to fingerprint")
+    text = Path(path).read_bytes()
+    if not colon:
+        return text
+    body = ast.parse(text).body
+    classes = {node.name: node for node in body if isinstance(node, ast.ClassDef)}
+    if not cls:
+        return "\n".join(ast.dump(node) for node in body if not isinstance(node, ast.ClassDef)).encode("utf-8")
+    if cls not in classes:
+        raise ParamError(f"module {module!r} has no top-level class {cls!r} to fingerprint")
+    wanted, todo = set(), [cls]
+    while todo:
+        name = todo.pop()
+        if name not in wanted:
+            wanted.add(name)
+            todo += [n.id for n in ast.walk(classes[name]) if isinstance(n, ast.Name) and n.id in classes]
+    return "\n".join(ast.dump(node) for node in body if getattr(node, "name", None) in wanted
+                     and isinstance(node, ast.ClassDef)).encode("utf-8")
 
 
 def module_file(name: str) -> str | None:

@@ -1,6 +1,6 @@
 """Angle laws of the ``so2-accumulated`` family: each law is one small class that owns its parameters, its samplers
-(numpy, and torch for device draws) and its characteristic function, so a new law is one class here (added to
-``LAWS``) plus its tests.
+(numpy, and torch for device draws) and its characteristic function, so a new law is one class here (``LAWS``
+finds it) and nothing else: the tests run every law of ``LAWS``.
 
 A law draws the per-plane angles theta_tb of A_t = diag_b R(theta_tb) (interleaved planes, ``conventions``) and
 states phi_b(k) = E exp(i k theta_tb) for integer k, per plane b (d/2,).  The theory (``theory.so2``) builds
@@ -283,7 +283,9 @@ class Token(AngleLaw):
         return np.mean(np.exp(1j * k * self.table(dim)), axis=0)
 
 
-LAWS: dict[str, type[AngleLaw]] = {cls.name: cls for cls in (Gaussian, Uniform, VonMises, WrappedCauchy, Lattice, RopeUniform, Token)}
+#: every law of this module, by name, in the order they are defined: a new law is its class alone (the job keys
+#: fingerprint each law class apart, ``identity.BY_CLASS``, so adding one invalidates no saved result)
+LAWS: dict[str, type[AngleLaw]] = {cls.name: cls for cls in AngleLaw.__subclasses__() if cls.__module__ == __name__}
 #: the laws with a torch sampler (device draws), in ``LAWS`` order
 TORCH_LAWS: tuple[str, ...] = tuple(name for name, cls in LAWS.items() if cls.torch_sampler is not None)
 

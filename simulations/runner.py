@@ -3,13 +3,20 @@ module-level function over a list of items in this process, on a local ``spawn``
 single-threaded workers, or on a Dask cluster (``connect``), and yields each outcome (or the exception it
 raised) as it finishes.  It also checks the ``--workers`` and ``--scheduler`` options of those commands.
 
+A job sent to a worker (pool or Dask) travels as ``shipped``: the job pickled in this process, with this process's
+``userpath.user_module_folders``; the worker puts those folders on its import path before it reads the job
+(``run_shipped``), so a user's ``module:Class`` family from the current folder resolves there as it does here --
+named in the job (a sweep) or pickled in it (a verify check), for every command on this runner.
+
 Nothing here knows what a job is; results are the caller's to save (``simulations.sweep``, ``accum.report``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import multiprocessing
+import pickle
 import re
 import signal
 import threading
@@ -21,6 +28,7 @@ from tqdm import tqdm
 from accum.runtime import thread_environment
 
 from .params import ParamError
+from .userpath import resolve_user_modules_from, user_module_folders
 
 MAX_WORKERS = 1024         # local processes (``--workers``)
 #: the one default of ``--workers`` (verify, sweep, figures, probe sweep): in this process, as ``--threads`` defaults
@@ -65,6 +73,33 @@ def sigint_blocked() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
+def shipped(fn: Callable[[Any], Any], item: Any) -> tuple:
+    """The arguments of ``run_shipped`` for ``fn(item)`` on a worker: this process's ``user_module_folders``,
+    ``fn`` and ``item`` pickled here (an item that cannot be pickled raises here, as the job's outcome)."""
+    return user_module_folders(), fn, pickle.dumps(item)
+
+
+def run_shipped(folders: tuple[str, ...], fn: Callable[[Any], Any], job: bytes) -> Any:
+    """Worker side: the parent's user-module ``folders`` on the import path (``resolve_user_modules_from``), then
+    ``fn`` of the job read back."""
+    resolve_user_modules_from(folders)
+    return fn(pickle.loads(job))
+
+
+def submitted(submit: Callable[..., Any], fn: Callable[[Any], Any], items: list) -> tuple[dict, list]:
+    """``submit(run_shipped, *shipped(fn, item))`` for every item: ({future: item}, [(item, exception)] for the
+    items that could not be shipped)."""
+    futures, unshipped = {}, []
+    for item in items:
+        try:
+            args = shipped(fn, item)
+        except Exception as err:  # e.g. a user family whose pickling fails: that job's outcome, not the run's end
+            unshipped.append((item, err))
+            continue
+        futures[submit(run_shipped, *args)] = item
+    return futures, unshipped
+
+
 def pool_worker_init() -> None:
     """Pool worker initializer: Ctrl-C (SIGINT, sent to the whole process group) is the parent's to handle -- ignored
     here, then unblocked (the worker started with it blocked: ``sigint_blocked``) -- and tqdm bars in the worker lock
@@ -85,7 +120,8 @@ def pool_outcomes(fn: Callable[[Any], Any], items: list, workers: int) -> Iterat
                                    initializer=pool_worker_init)
         try:
             with sigint_blocked():  # the workers are started by these submits
-                futures = {pool.submit(fn, item): item for item in items}
+                futures, unshipped = submitted(pool.submit, fn, items)
+            yield from unshipped
             for future in as_completed(futures):
                 yield futures[future], future.exception() or future.result()
         except BaseException:
@@ -140,7 +176,8 @@ def dask_outcomes(fn: Callable[[Any], Any], items: list, client) -> Iterator[tup
     """
     from distributed import as_completed as dask_as_completed
 
-    futures = {client.submit(fn, item, pure=False): item for item in items}
+    futures, unshipped = submitted(functools.partial(client.submit, pure=False), fn, items)
+    yield from unshipped
     for future in dask_as_completed(futures, loop=client.loop):
         yield futures[future], future.result() if future.status == "finished" else future.exception()
         future.release()

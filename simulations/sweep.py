@@ -32,7 +32,7 @@ from typing import Any, Iterator
 
 from accum.runtime import progress_bar
 
-from .families import family_name, family_params
+from .families import drawn_classes, family_name, family_params
 from .grid import Grid, GridError, load_grid
 from .identity import code_identity, digest, job_key, job_modules, measure_modules
 from .measure import measure, plan_measurement
@@ -49,7 +49,7 @@ class Job:
 
     ``where`` names the grid entry in messages; ``params`` are the family parameters as written in the grid
     (what ``measure`` is called with), ``options`` the resolved estimator options; ``modules`` the
-    modules whose sources are fingerprinted (``job_modules``); ``key`` is the hashed identity (``job_key``)
+    source units that are fingerprinted (``job_modules``: modules, and an angle law's class alone); ``key`` is the hashed identity (``job_key``)
     and ``hash`` its sha256, also the result file's stem.
     """
 
@@ -113,16 +113,18 @@ def plan(grid: Grid) -> list[Job]:
                 # Given values first: a user family without dataclass fields keeps its given parameters.
                 config = {"quantity": grid.quantity, "family": family_name(family),
                           "params": {**params, **family_params(family)}, "options": opts}
-                points.append((where, fam.name, params, opts, config))
+                points.append((where, fam.name, params, opts, config, drawn_classes(family)))
     package = measure_modules()
-    modules = {fam.name: job_modules(package, fam.name) for fam in grid.families}
-    codes = {name: code_identity(mods) for name, mods in modules.items()}
+    codes: dict[tuple[str, ...], dict] = {}
     jobs: list[Job] = []
     seen: dict[str, str] = {}
-    for where, name, params, opts, config in points:
+    for where, name, params, opts, config, classes in points:
+        modules = job_modules(package, name, classes)
+        if modules not in codes:  # fingerprinted once per set of source units
+            codes[modules] = code_identity(modules)
         for r in grid.replicates:
-            key = job_key(config, grid.root_seed, r, codes[name])
-            job = Job(f"{where}, replicate {r}", grid.quantity, name, params, opts, r, modules[name], key,
+            key = job_key(config, grid.root_seed, r, codes[modules])
+            job = Job(f"{where}, replicate {r}", grid.quantity, name, params, opts, r, modules, key,
                       digest(key))
             if job.hash in seen:
                 raise GridError(f"{grid.source}: {job.where} and {seen[job.hash]} are the same job")

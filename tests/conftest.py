@@ -1,5 +1,8 @@
 """Helpers shared by the test modules (import them with ``from conftest import ...``).
 
+``off_default`` gives a point of a class's parameters away from their defaults, so a test that runs every angle law
+(``simulations.laws.LAWS``) at non-default parameters needs no entry for a new law.
+
 ``interrupt_when`` starts an ``accum`` command and interrupts it once its work has started (the interrupt tests).
 ``plant`` puts a one-line defect into a real function for a test's duration (the planted-defect tables).
 
@@ -26,6 +29,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from accum.simulations.params import ParamSpec
 from accum.simulations.stats import within_budget
 
 
@@ -96,6 +100,17 @@ def accum_modules_loaded() -> dict[str, frozenset]:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=ENV).stdout
     skip = {"accum", "accum.errors", "accum.runtime", "accum.simulations", "accum.theory"}
     return {line.split()[0]: frozenset(line.split()[1:]) - skip for line in out.splitlines()}
+
+
+def off_default(specs: tuple[ParamSpec, ...]) -> dict:
+    """Each numeric parameter of ``specs`` at its first ``other_values`` value (off its default, inside its range);
+    choices, and parameters that apply only with another's value (``ParamSpec.only_with``), keep their defaults."""
+    point = {}
+    for spec in specs:
+        values = other_values(spec) if spec.kind != "choice" and spec.only_with is None else []
+        if values:
+            point[spec.name] = values[0]
+    return point
 
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

@@ -169,6 +169,48 @@ def test_readme_family_with_exact_moments_prints_what_it_says():
     np.testing.assert_allclose(p.value, 1.0 / np.array([1, 10, 100]), rtol=1e-12)
 
 
+def test_your_family_page_module_runs_from_a_folder_of_its_own(tmp_path, monkeypatch, capsys):
+    """docs/your-family.md's module, saved as mymod.py in the current folder: both families are checked, measured
+    and named in the JSON line as the page says."""
+    from accum.cli import main
+
+    code, _ = readme_block("class StudentTAngles")
+    (tmp_path / "mymod.py").write_text(code)
+    monkeypatch.chdir(tmp_path)
+    try:
+        for family, verdict in (("mymod:StudentTAngles", "orthogonal"), ("mymod:RandomStrengthReflections", "contractive")):
+            assert main(["measure", "coherence", "--family", family, "--param", "dim=4", "--opt", "steps=3",
+                         "--opt", "samples=10"]) == 0
+            out, err = capsys.readouterr()
+            assert f"{family}: " in err and err.strip().endswith(verdict) and '"family": "' + family + '"' in out
+    finally:
+        sys.modules.pop("mymod", None)
+
+
+def test_your_family_page_moments_are_the_monte_carlo_moments():
+    """RandomStrengthReflections.moments() (the page's closed forms) against E[A] and E[A_ij A_kl] of 40000 of its
+    own steps at d = 3, beta_max = 1.5: every entry within its standard error (budget 1e-4 over the 90 entries)."""
+    code, _ = readme_block("class StudentTAngles")
+    namespace: dict = {}
+    exec(code, namespace)
+    family = namespace["RandomStrengthReflections"](dim=3, beta_max=1.5)
+    mean, pair = family.moments()
+    a = family.sample(np.random.default_rng(9), 1, 40_000).dense()[:, 0]  # (n, 3, 3)
+    products = np.einsum("nij,nkl->nijkl", a, a).reshape(len(a), -1)
+    draws = np.concatenate([a.reshape(len(a), -1), products], axis=1)
+    predicted = np.concatenate([mean.ravel(), pair.ravel()])
+    assert_within(draws.mean(axis=0), draws.std(axis=0) / np.sqrt(len(a)), predicted, 1e-4, floor=1e-9)
+
+
+def test_your_family_page_angle_law_samples_its_characteristic_function():
+    """The page's Laplace law against its own numpy sampler."""
+    code, _ = readme_block("class Laplace")
+    namespace: dict = {}
+    exec(code, namespace)
+    law, n = namespace["Laplace"](mu=0.3, b=0.4), 40_000
+    assert_draws_follow_characteristic(law, law.sample(np.random.default_rng(10), (n, 1, 2), 4)[:, 0])
+
+
 def test_the_sweep_guide_grid_has_the_jobs_it_says(tmp_path, capsys, monkeypatch):
     """simulations/SWEEP.md's grid file, run as printed with --dry-run, has the number of jobs the guide states."""
     import json

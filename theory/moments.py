@@ -35,7 +35,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from accum.simulations.families import family_name
 from accum.simulations.params import ParamError, check_int
+from accum.simulations.userfamily import check_moments
 
 from ._common import NoClosedForm, as_sizes, probes
 from .window import crossing, width_from_curve
@@ -184,12 +186,7 @@ def exact_moments(family: Any) -> StepMoments | None:
     method = getattr(family, "moments", None)
     if method is None:
         return None
-    mean, pair = (np.asarray(x, dtype=float) for x in method())
-    d = int(family.dim)
-    if mean.shape != (d, d) or pair.shape != (d, d, d, d):
-        raise ParamError(f"{type(family).__name__}.moments() must return shapes {(d, d)} and {(d, d, d, d)}, "
-                         f"got {mean.shape} and {pair.shape}")
-    return StepMoments(mean, pair)
+    return StepMoments(*check_moments(family_name(family), method(), int(family.dim)))
 
 
 def group_moment_sums(family: Any, samples: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -18,7 +18,7 @@ from accum.simulations.families import make_family
 from accum.simulations.params import ParamError
 from accum.simulations.steps import AngleSteps
 
-from conftest import assert_within
+from conftest import assert_within, off_default
 
 BUDGET = 1e-5
 
@@ -78,34 +78,27 @@ def test_device_is_checked():
             est.far_residual(other, [4], 8, np.random.default_rng(0), device="cpu")
 
 
-#: one case per law with a torch sampler (``laws.TORCH_LAWS``)
-TORCH_CASES = [("gaussian", {"mu": 0.3, "sigma": 0.5}), ("uniform", {"a": 1.2}), ("lattice", {"m": 3, "offset": 0.2}),
-               ("rope-uniform", {"base": 50.0})]
+#: one case per law with a torch sampler (``laws.TORCH_LAWS``), every numeric parameter off its default
+#: (``conftest.off_default``: a new law needs no entry here)
+TORCH_CASES = [(name, off_default(laws.LAWS[name].PARAMS)) for name in laws.TORCH_LAWS]
 
 
-def test_every_law_with_a_torch_sampler_is_tested_and_the_others_are_refused():
-    assert sorted(law for law, _ in TORCH_CASES) == sorted(laws.TORCH_LAWS)
+def test_the_laws_without_a_torch_sampler_are_refused():
     for name in set(laws.LAWS) - set(laws.TORCH_LAWS):
         with pytest.raises(ParamError, match=rf"with law in \{{{', '.join(laws.TORCH_LAWS)}\}} only, got "
                                              rf"so2-accumulated \({name}\)"):
             bt.angle_sampler(make_family("so2-accumulated", dim=4, law=name), torch.device("cpu"), torch.Generator())
 
 
-@pytest.mark.parametrize("law,params", TORCH_CASES)
+@pytest.mark.parametrize("law,params", TORCH_CASES, ids=[law for law, _ in TORCH_CASES])
 def test_torch_draws_follow_the_angle_law(law, params):
-    # coherence with torch-drawn angles against its closed form c(n) = sum_b |c_b| Re(phi_b^n) (unit probe:
-    # |c_b| = 2/d, arg 0), phi_b = E e^{i theta_b} of the law.
+    # coherence with torch-drawn angles against c(n) = sum_b |c_b| Re(phi_b^n) (unit probe: |c_b| = 2/d, arg 0),
+    # phi_b = E e^{i theta_b} the law's own characteristic function (itself checked against the numpy sampler and
+    # independent closed forms in tests/simulations/test_families.py, and against quadrature in
+    # tests/theory/test_theory_so2.py)
     d, n = 6, 12
     fam = make_family("so2-accumulated", dim=d, law=law, **params)
-    if law == "gaussian":
-        phi = np.full(d // 2, np.exp(1j * params["mu"] - params["sigma"] ** 2 / 2))
-    elif law == "uniform":
-        phi = np.full(d // 2, np.sinc(params["a"] / np.pi) + 0j)
-    elif law == "lattice":
-        phi = np.full(d // 2, np.mean(np.exp(1j * (params["offset"] + 2 * np.pi * np.arange(3) / 3))))
-    else:
-        omega = params["base"] ** (-2 * np.arange(d // 2) / d)
-        phi = np.sinc(omega / np.pi) + 0j
+    phi = fam.angle_law().characteristic(1, d)
     want = np.array([np.sum(2 / d * np.real(phi**t)) for t in range(n + 1)])
     e = est.coherence(fam, n, 4000, np.random.default_rng(1), device="cpu")
     assert_within(e.mean, e.stderr, want, BUDGET)

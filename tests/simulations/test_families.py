@@ -6,6 +6,7 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
+from conftest import off_default
 
 from accum.simulations.families import FAMILIES, Family, make_family
 from accum.simulations.laws import LAWS, Token
@@ -191,11 +192,10 @@ def test_markov_tokens_repeat_with_the_stated_probability():
 @pytest.mark.parametrize("name", list(LAWS))
 def test_each_law_samples_its_own_characteristic_function(name):
     """Every law object against its own sampler, per plane, at k = 1 and 2 (d = 6, so rope-uniform and token differ
-    by plane), with non-default parameters where the law has them: |mean e^{ik theta} - phi| within K se (real and
-    imaginary parts), plus the exact value for a point-mass case."""
-    params = {"gaussian": dict(mu=0.4, sigma=0.7), "uniform": dict(a=2.0), "vonmises": dict(mu=-1.0, kappa=1.5),
-              "wrapped-cauchy": dict(mu=2.0, gamma=0.4), "lattice": dict(m=4, offset=0.3), "rope-uniform": dict(base=50.0),
-              "token": dict(vocab=5, table_sigma=0.8, table_seed=3)}[name]
+    by plane), with every numeric parameter off its default (``conftest.off_default``: a new law needs no entry
+    here): |mean e^{ik theta} - phi| within K se (real and imaginary parts), plus the exact value for a point-mass
+    case."""
+    params = off_default(LAWS[name].PARAMS)
     law = LAWS[name](**params)
     assert make_family("so2-accumulated", dim=6, law=name, **params).angle_law() == law
     n = 40000
