@@ -135,14 +135,21 @@ def interrupt_when(argv: list[str], ready, cwd: Path, timeout: float = 60.0, sig
             pytest.fail(f"the command ended or never started its work: {proc.communicate()}")
         time.sleep(0.05)
     time.sleep(0.3)
-    sent = time.monotonic()
     os.killpg(proc.pid, sig)
+    err, latency = exit_after_signal(proc, 30.0, "Ctrl-C")
+    return proc.returncode, err, latency
+
+
+def exit_after_signal(proc: subprocess.Popen, timeout: float, what: str) -> tuple[str, float]:
+    """Wait (at most ``timeout`` s) for ``proc``, just signalled, to exit: (its stderr, seconds from now to its exit);
+    the test fails, the group killed, if it is still running then."""
+    sent = time.monotonic()
     try:
-        _, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        pytest.fail(f"still running 30 s after Ctrl-C: {proc.communicate()}")
-    return proc.returncode, err, time.monotonic() - sent
+        pytest.fail(f"still running {timeout:g} s after {what}: {proc.communicate()}")
+    return err, time.monotonic() - sent
 
 
 def owner_and_name(target: str) -> tuple[Any, str]:

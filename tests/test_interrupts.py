@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ENV
+from conftest import ENV, exit_after_signal
 
 WATCH_IMPORTS = """
 import os, signal, sys, time
@@ -169,14 +169,8 @@ def test_a_signal_at_load_ends_the_installed_command_within_a_second(tmp_path):
                                      "samples=20000", "--json", "r.json"], cwd=folder, env=ENV, start_new_session=True,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             time.sleep(delay)
-            sent = time.monotonic()
             os.killpg(proc.pid, sig)
-            try:
-                _, err = proc.communicate(timeout=1.0)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                pytest.fail(f"{sig.name} at {delay} s: still running 1 s after the signal: {proc.communicate()}")
-            took = time.monotonic() - sent
+            err, took = exit_after_signal(proc, 1.0, f"{sig.name} at {delay} s")
             assert proc.returncode == 128 + sig and err.splitlines() == ["accum measure: interrupted"], (sig, delay, err)
             assert list(folder.iterdir()) == [] and took < 1.0, (sig, delay, took)
     finally:
