@@ -6,7 +6,8 @@ test, run on built-in families whose moments the theory knows exactly.  Register
   target u'E[A]v is known, so (estimate - target) / se is a plain two-sided normal z (the mean of M/2 independent
   values): a biased estimator, a wrong half or a wrong standard error fails it.  Likewise
   ``theory.gaps.second_moment_gap`` estimates <U, S(V)> along the power method's pair, S = X -> E[A X A'], whose exact
-  value comes from the closed form E[A (x) A] (``closed_forms.pair_operator``).  A third, one-sided row holds the
+  value comes from the closed form E[A (x) A] (``closed_forms.pair_operator``); its detectable error is stated on the
+  pair's scale |U|_F |V|_F (the target itself is ~0 for Haar steps, where S(X) = tr(X) I / d).  A third, one-sided row holds the
   split-sample g1 under the exact sigma_max(E[A]) (the target is at most g1: the estimate is biased low, never high).
   C1 and C4 (the gaps the claims rest on).
 * ``check-independence``: ``theory.sampled.step_dependence`` on i.i.d. steps: max_j |z_j| over its 16 probe pairs
@@ -55,7 +56,8 @@ def check_gaps(family: Family, rng: np.random.Generator, *, moment: str, samples
     left, right = g2.pair
     return [measurement("C4", family, f"accum check: split-sample g2 vs <U, S(V)> exact ({samples} steps)",
                         "statistical", g2.value, g2.stderr, float(left.ravel() @ forms.pair_operator() @ right.ravel()),
-                        n, floor=1e-9, source="closed form E[A (x) A] along the first half's pair")]
+                        n, floor=1e-9, effect_scale=float(np.linalg.norm(left) * np.linalg.norm(right)),
+                        source="closed form E[A (x) A] along the first half's pair")]
 
 
 @register("check-independence", "C1", lambda family, **_: ("statistical",), lambda family, **_: set())

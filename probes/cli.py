@@ -151,7 +151,9 @@ def run_train(args: argparse.Namespace, device: str) -> None:
 
 def run_eval(args: argparse.Namespace, device: str) -> None:
     """Evaluate a finished run with the options given, the others from --preset or the run's preset (``run_preset``,
-    named in its output); an existing eval.json (or --json file) is replaced only with --overwrite."""
+    named in its output); an existing eval.json (or --json file) is replaced only with --overwrite.  The options given
+    are checked (against the class defaults) before the run folder is read, so a malformed value is named first."""
+    build(EvalConfig, args, command_flags("eval"), {})
     train_cfg = finished_run_config(args.run_dir)
     name, why = (args.preset, "--preset") if args.preset else run_preset(args.run_dir, train_cfg)
     design = preset(name)
