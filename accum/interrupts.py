@@ -140,17 +140,26 @@ def standard_library(code: CodeType) -> bool:
     return name.startswith("<frozen ") or (name.startswith(_STDLIB) and "-packages" not in name)
 
 
+#: methods the interpreter calls from C and whose exception it replaces: in Python 3.11 ``type.__new__`` turns an
+#: exception of a descriptor's ``__set_name__`` (``functools.cached_property``'s, in the standard library) into
+#: ``RuntimeError("Error calling __set_name__ ...")``, so an interrupt raised there became a traceback
+_WRAPPED_BY_NATIVE = frozenset({"__set_name__"})
+
+
 def safe_point(frame: FrameType | None) -> bool:
     """Whether an exception raised in ``frame`` reaches accum's code through Python frames only: walking out through
     the callers to the first frame of ours (``ours``), every frame is the standard library's (the import machinery
     of an import that Python started -- no extension's initialisation, no import started by native code:
     ``inside_native_import`` --, or a wait of ``threading`` or ``concurrent.futures``), module-level code (only the
     import machinery runs it), or a function the import machinery called (a finder, a loader).  A function of a
-    third-party library may have been called by its native code (torch's C++ calls its Python): not safe."""
+    third-party library may have been called by its native code (torch's C++ calls its Python): not safe; nor any
+    frame under a method whose exception the interpreter replaces (``_WRAPPED_BY_NATIVE``)."""
     if frame is None or inside_native_import(frame):
         return False
     while frame is not None:
         code, caller = frame.f_code, frame.f_back
+        if code.co_name in _WRAPPED_BY_NATIVE:
+            return False
         if ours(frame):
             return True
         called_by_machinery = caller is not None and caller.f_code.co_filename in _BOOTSTRAP_FILES

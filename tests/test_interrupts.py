@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from accum.interrupts import ours, safe_point, standard_library
 from conftest import ENV, exit_after_signal
 
 WATCH_IMPORTS = """
@@ -177,3 +178,24 @@ def test_a_signal_at_load_ends_the_installed_command_within_a_second(tmp_path):
         for process in busy:
             process.kill()
             process.wait()
+
+
+def test_a_frame_under_set_name_is_no_safe_point():
+    """Python 3.11's ``type.__new__`` replaces an exception of a descriptor's ``__set_name__`` by ``RuntimeError``: a
+    SIGINT raised in ``functools.cached_property.__set_name__`` (standard library, called while a class of ours is
+    created) became that traceback in the fuzz suite (`accum figures` at load).  Such a frame is no safe point."""
+    frames = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_name == "__set_name__":
+            frames.append(frame)
+
+    source = "import functools\nclass Owner:\n    @functools.cached_property\n    def x(self):\n        return 1\n"
+    sys.setprofile(profile)
+    try:
+        exec(source, {"__name__": "accum.set_name_probe"})
+    finally:
+        sys.setprofile(None)
+    (frame,) = frames
+    assert standard_library(frame.f_code) and ours(frame.f_back) and safe_point(frame.f_back)
+    assert not safe_point(frame)
