@@ -17,8 +17,10 @@ WORKERS ?= 1
 verify: $(STAMP)
 	$(BIN)/accum verify --quick --workers $(WORKERS) --json results/verify.json --markdown results/verify.md
 
+# two pytest workers (pytest-xdist), a test file per worker at a time (its module fixtures computed once): the
+# suite fits the 10 minutes of a 2-core CI machine; the slowest tests are listed at the end
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
 
 bench: $(STAMP)
 	$(BIN)/accum bench --json results/bench.json
