@@ -147,7 +147,9 @@ def score_gap_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSpec:
     jobs += (extra.job("score-gap", {"offset": offset, "samples": samples}),) if extra else ()
     return FigureSpec("fig3_score_gap",
                       "Near score q.k = 1 against the far-score distribution s = q^T A_Delta...A_1 k for growing head "
-                      "dimension d: far scores concentrate at 0 with variance 1/d, so the gap opens as sqrt(d).", jobs)
+                      "dimension d, each histogram with C4's Gaussian law N(0, |q|^2|k|^2/d) dashed (the limit of "
+                      "many steps, not exact at a finite Delta): far scores concentrate at 0 with variance 1/d, so the "
+                      "gap opens as sqrt(d).", jobs)
 
 
 def near_weight_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSpec:
@@ -167,8 +169,9 @@ def near_weight_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSpe
     jobs += (extra.job("near-weight", {**opts, "alibi_slope": 0.0}),) if extra else ()
     return FigureSpec("fig4_near_weight",
                       "Attention weight on one near target (logit s0) among N far copies of its key versus N: "
-                      "rotations alone let it fall to 0 (below the bound 1/(1+N e^{-2 s0})); ALiBi's bias keeps it "
-                      "above a floor.", jobs)
+                      "rotations alone let it fall to 0 (below the upper bound 1/(1+N e^{-2 s0})); ALiBi's bias keeps "
+                      "it above a floor. Dotted: 1/(1 + E far mass) per family, by Jensen a lower bound of the mean "
+                      "weight E w (equal to it for deterministic steps: RoPE, NoPE, ALiBi), not its exact theory.", jobs)
 
 
 def far_residual_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSpec:
@@ -189,8 +192,11 @@ def far_residual_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSp
 
 
 PROBES_SUMMARY = ("Probe perplexity versus evaluation length / train length for every probe arm, mean and 95% band "
-                  "over seeds: (a) all positions of each window, (b) the last train-length segment of each window against the "
-                  "1x perplexity of the same tokens, (c) the far attention mass.")
+                  "over seeds, one row of panels per group of arms (baselines and other methods, random rotations, "
+                  "learned token angles, the author's variants of them; RoPE, thin and without band, in every other "
+                  "row for comparison), arms named as in probes/REPORT.md: (a) all positions of each window, (b) the "
+                  "last train-length segment of each window against the 1x perplexity of the same tokens, (c) the far "
+                  "attention mass.")
 
 
 def probes_spec() -> FigureSpec:
@@ -198,12 +204,14 @@ def probes_spec() -> FigureSpec:
     return FigureSpec("fig6_probes", PROBES_SUMMARY)
 
 
-THEORY_SUMMARY = ("accum's theory against the trained probes (probes/bridge.py): far attention mass versus evaluation "
-                  "length, measured (solid, mean and 95% band over seeds) against (a) the prediction from each head's step "
-                  "law and 1x query/key statistics (dashed) and (b) the C3 transfer row extrapolated from the head's own 2x "
-                  "attention (dashed); (c) predicted mixing window W_pred = sum_{n<L} C(n)^2 against the measured 90% "
-                  "attention window, one point per head and seed; (d) the law-based degradation against the measured "
-                  "perplexity growth, one point per arm.")
+THEORY_SUMMARY = ("accum's theory against the trained probes (probes/bridge.py), one row of panels per group of arms "
+                  "(as in figure 6): far attention mass versus evaluation length, measured (solid, mean and 95% band "
+                  "over seeds) against (a) the prediction from each head's step law and 1x query/key statistics (dashed) "
+                  "and (b) the C3 transfer row extrapolated from the head's own 2x attention (dashed), dotted verticals "
+                  "at the judged lengths; (c) predicted mixing window W_pred = sum_{n<L} C(n)^2 against the measured 90% "
+                  "attention window, one point per head and seed (descriptive, not judged); (d) the degradation order: "
+                  "each arm's rank by the law-based degradation D against its rank by the measured perplexity growth, "
+                  "with both orders' Spearman verdicts (every arm; without ALiBi).")
 
 
 def theory_spec() -> FigureSpec:

@@ -14,7 +14,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from accum.figures import data as fig_data
-from accum.figures import plots
+from accum.figures import probeplots
 from accum.figures.cli import add_figures
 from accum.figures.make import make_figures, probes_figure, read_probe_sweep, save_figure
 from accum.figures.specs import figure_specs, probes_spec
@@ -175,7 +175,7 @@ def test_job_seed_follows_root_seed_and_config():
 def test_style_does_not_leak(quick_run):
     before = dict(matplotlib.rcParams)
     synthetic = synthetic_sweep(("rope",))
-    plots.fig_probes(synthetic)
+    probeplots.fig_probes(synthetic)
     assert dict(matplotlib.rcParams) == before
     assert matplotlib.get_backend().lower() == "agg"
 
