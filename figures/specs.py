@@ -8,12 +8,16 @@ in the repository (a few CPU minutes in total).
 Every family is built from the registry in ``simulations.families``; unit probes q = k = m = 1/sqrt(d)
 throughout (the estimators' default).  An ``ExtraFamily`` (``accum figures --family F --param k=v``, built-in or
 ``module:Class``) adds one series, ``EXTRA_SERIES``, to figures 1-5 beside the built-ins, measured with the same
-options (in figure 3, a sweep over d of one SO(2) law, it is one more point at the family's own dimension).
+options (in figure 3, a sweep over d of one SO(2) law, it is one more point at the family's own dimension); in
+figure 1 it goes to the panel of its step form, as every built-in does (``coherence_panel``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from accum.simulations.families import FAMILIES
+from accum.simulations.steps import AngleSteps
 
 #: head dimension shared by every figure except the score-gap sweep over d (and the Lie walk, d = 8)
 DIM = 16
@@ -54,10 +58,12 @@ EXTRA_SERIES = "extra"
 
 @dataclass(frozen=True)
 class ExtraFamily:
-    """A family drawn beside the built-ins: its name (built-in or ``module:Class``) and given parameters."""
+    """A family drawn beside the built-ins: its name (built-in or ``module:Class``), given parameters, and the step
+    form its first sample took (the class name, as a record's ``family_check["form"]``, e.g. ``"AngleSteps"``)."""
 
     name: str
     params: dict = field(default_factory=dict)
+    form: str = field(kw_only=True)
 
     @property
     def label(self) -> str:
@@ -82,9 +88,24 @@ def _few_if_deterministic(family: str) -> dict:
     return {"samples": 4} if family in DETERMINISTIC else {}
 
 
+#: figure 1's panels: (a) block SO(2) angle steps, (b) every matrix form (Householder, dense)
+ANGLE_PANEL, MATRIX_PANEL = 0, 1
+
+
+def coherence_panel(form: str) -> int:
+    """Figure 1's panel of a family whose steps take the form named ``form`` (a step form's class name, e.g.
+    ``"AngleSteps"``): ``ANGLE_PANEL`` for block SO(2) angles, ``MATRIX_PANEL`` for any other form."""
+    return ANGLE_PANEL if form == AngleSteps.__name__ else MATRIX_PANEL
+
+
+def builtin_form(family: str) -> str:
+    """The step form of a built-in family's samples (its ``FORM``), by class name."""
+    return FAMILIES[family].FORM.__name__
+
+
 def coherence_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSpec:
     """Figure 1: |c(n)| = |E[q^T A_n ... A_1 k]| for every built-in family (NoPE is c = 1, left out), and the
-    extra family in the matrix-family panel."""
+    extra family, each in the panel of its step form (``coherence_panel``)."""
     steps, samples = (8, 64) if quick else (64, 20000)
     lie_steps, lie_samples = (4, 16) if quick else (24, 1000)
     haar_steps, haar_samples = (4, 64) if quick else (8, 8000)
@@ -96,21 +117,19 @@ def coherence_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSpec:
         ("so2-cauchy", r"SO(2) wrapped Cauchy $\gamma=0.2$", _so2("wrapped-cauchy", gamma=0.2)),
         ("so2-token", r"SO(2) token angles ($V=8$)", _so2("token", vocab=8, table_sigma=1.0)),
     ]
-    jobs = [CurveSpec("coherence", "so2-accumulated", p, opts, key, label, 0) for key, label, p in so2]
-    jobs.append(CurveSpec("coherence", "rope", {"dim": DIM}, {**opts, **_few_if_deterministic("rope")}, "rope",
-                    "RoPE (deterministic)", 0))
-    jobs += [
-        CurveSpec("coherence", "householder", {"dim": DIM, "beta": 1.0}, opts, "householder-1",
-            r"Householder $\beta=1$", 1),
-        CurveSpec("coherence", "householder", {"dim": DIM, "beta": 2.0}, opts, "householder-2",
-            r"Householder $\beta=2$ (reflection)", 1),
-        CurveSpec("coherence", "givens", {"dim": DIM, "sigma": 1.0}, opts, "givens", r"Givens $\sigma=1$", 1),
-        CurveSpec("coherence", "lie-walk", {"dim": 8, "sigma": 0.5}, {"steps": lie_steps, "samples": lie_samples},
-            "lie-walk", r"Lie walk $\sigma=0.5$, $d=8$", 1),
-        CurveSpec("coherence", "haar", {"dim": DIM}, {"steps": haar_steps, "samples": haar_samples}, "haar",
-            r"Haar O(d): $c(n) = 0$ for $n \geq 1$", 1),
+    rows = [("so2-accumulated", p, opts, key, label) for key, label, p in so2] + [
+        ("rope", {"dim": DIM}, {**opts, **_few_if_deterministic("rope")}, "rope", "RoPE (deterministic)"),
+        ("householder", {"dim": DIM, "beta": 1.0}, opts, "householder-1", r"Householder $\beta=1$"),
+        ("householder", {"dim": DIM, "beta": 2.0}, opts, "householder-2", r"Householder $\beta=2$ (reflection)"),
+        ("givens", {"dim": DIM, "sigma": 1.0}, opts, "givens", r"Givens $\sigma=1$"),
+        ("lie-walk", {"dim": 8, "sigma": 0.5}, {"steps": lie_steps, "samples": lie_samples}, "lie-walk",
+         r"Lie walk $\sigma=0.5$, $d=8$"),
+        ("haar", {"dim": DIM}, {"steps": haar_steps, "samples": haar_samples}, "haar",
+         r"Haar O(d): $c(n) = 0$ for $n \geq 1$"),
     ]
-    jobs += [extra.job("coherence", opts, 1)] if extra else []
+    jobs = [CurveSpec("coherence", family, params, options, key, label, coherence_panel(builtin_form(family)))
+            for family, params, options, key, label in rows]
+    jobs += [extra.job("coherence", opts, coherence_panel(extra.form))] if extra else []
     return FigureSpec("fig1_coherence",
                       "Coherence |E[q^T A_n...A_1 k]| versus the number of accumulated steps n, Monte Carlo "
                       "(markers and +-2 se band, drawn until |c| first falls to 2 se, i.e. into the noise) against "

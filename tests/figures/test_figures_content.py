@@ -14,8 +14,9 @@ from matplotlib.figure import Figure
 
 from accum.figures import data as fig_data
 from accum.figures import plots, probeplots, record
+from accum.figures.cli import extra_family
 from accum.figures.overlays import THEORIES, gaussian_name
-from accum.figures.specs import figure_specs
+from accum.figures.specs import EXTRA_SERIES, coherence_spec, figure_specs
 
 from test_figures_render import synthetic_sweep
 
@@ -155,6 +156,10 @@ def test_figure_1_draws_each_coherence_curve_and_its_theory(figures):
         th = one(drawn, name=m.job.series, kind="theory")
         assert th.panel == m.job.panel and same(th.x, curve.x) and same(th.y, np.where(curve.y != 0, np.abs(curve.y), np.nan))
         assert same(th.x, np.arange(m.record["config"]["options"]["steps"] + 1))
+    angle = {"so2-gaussian", "so2-uniform", "so2-vonmises", "so2-cauchy", "so2-token", "rope"}  # typed here
+    assert {s.name for s in drawn.series if s.kind == "Monte Carlo" and s.panel == 0} == angle
+    assert {s.name for s in drawn.series if s.kind == "Monte Carlo" and s.panel == 1} == {
+        "householder-1", "householder-2", "givens", "lie-walk", "haar"}
     family = {m.job.series: m for m in measured}["householder-2"].record["config"]["params"]
     th = one(drawn, name="householder-2", kind="theory")
     assert same(th.y, (1 - family["beta"] / family["dim"]) ** th.x)       # E[A] = (1 - beta/d) I, typed here
@@ -356,13 +361,26 @@ def test_figure_7_draws_each_arms_far_mass_window_and_rank_in_its_groups_row():
     assert_legends_and_titles_clear(drawn.figure)
 
 
+@pytest.mark.parametrize("family, panel", [("accum.simulations.examples:TwoPointAngles", 0),
+                                           ("accum.simulations.examples:SignedPermutation", 1)])
+def test_figure_1_draws_a_user_family_in_the_panel_of_its_step_form(figures, tmp_path, family, panel):
+    """`accum figures --family`: a user SO(2) family (angle steps) is drawn in (a) beside the SO(2) laws, a user
+    matrix family (dense steps) in (b), as the step form of its first sample says (``cli.extra_family``)."""
+    extra = extra_family(family, ["dim=8"])
+    job = next(j for j in coherence_spec(True, extra).jobs if j.series == EXTRA_SERIES)
+    measured = figures["fig1_coherence"][0] + fig_data.ensure([job], tmp_path, SEED, progress=False)
+    drawn = plots.fig_coherence(measured, THEORIES["fig1_coherence"](measured))
+    assert one(drawn, name=EXTRA_SERIES, kind="Monte Carlo").panel == panel
+    assert one(drawn, name=EXTRA_SERIES, kind="theory").panel == panel
+    assert drawn.figure.axes[panel].get_title().startswith(("(a) SO(2) planes", "(b) matrix families")[panel])
+    assert_record_is_the_drawing(drawn)
+
+
 @pytest.mark.parametrize("name", ["fig1_coherence", "fig3_score_gap"])
 def test_an_extra_familys_series_name_their_kind_too(tmp_path, name):
     """A family drawn beside the built-ins (accum figures --family): its Monte Carlo points and its theory are named
     as such, its histogram gets its C4 Gaussian."""
-    from accum.figures.specs import EXTRA_SERIES, ExtraFamily
-
-    extra = ExtraFamily("accum.simulations.examples:SignedPermutation", {"dim": 8})
+    extra = extra_family("accum.simulations.examples:SignedPermutation", ["dim=8"])
     spec = next(s for s in figure_specs(True, extra) if s.name == name)
     measured = fig_data.ensure(spec.jobs, tmp_path, SEED, progress=False)
     drawn = plots.BUILDERS[name](measured, THEORIES[name](measured))

@@ -211,9 +211,10 @@ def test_extra_family_is_drawn_beside_the_builtins_with_estimated_theory(tmp_pat
     options; its theory curves come from the moment operators (named as estimated in the caption's source), and a
     quantity with no generic theory (near weight) is a caption note, not a failure."""
     from accum.figures.make import measured_figure
-    from accum.figures.specs import EXTRA_SERIES, ExtraFamily
+    from accum.figures.cli import extra_family
+    from accum.figures.specs import EXTRA_SERIES
 
-    extra = ExtraFamily("accum.simulations.examples:SignedPermutation", {"dim": 8})
+    extra = extra_family("accum.simulations.examples:SignedPermutation", ["dim=8"])
     specs = figure_specs(True, extra)
     plain = {s.name: len(s.jobs) for s in figure_specs(True)}
     added = {s.name: len(s.jobs) - plain[s.name] for s in specs}
