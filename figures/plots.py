@@ -241,7 +241,7 @@ def fig_score_gap(measured: Sequence[Measured], theory: Theory) -> Drawn:
         rec.plot(ax_gap, m.job.series, "Monte Carlo", [result(m)["dim"]], [result(m)["gap_sd"]],
                  f"{m.job.label}, Monte Carlo", "D",
                  color=COLORS[EXTRA_SERIES], zorder=5)
-    draw_theory(rec, ax_gap, theory, "gap", "0.2", label=r"theory $\sqrt{d}$")
+    draw_theory(rec, ax_gap, theory, "gap", "0.2", label=r"theory $\sqrt{d}$ (limit of many steps)")
     ax_gap.set_xscale("log", base=2)
     ax_gap.set_yscale("log", base=2)
     plain_ticks(ax_gap, all_dims)
@@ -261,7 +261,7 @@ def fig_score_gap(measured: Sequence[Measured], theory: Theory) -> Drawn:
                      f"{m.job.label}, Monte Carlo", fmt="D",
                      color=COLORS[EXTRA_SERIES], zorder=5)
         top = max(top, v + K_SE * e)
-    draw_theory(rec, ax_var, theory, "far-variance", "0.2", label=r"theory $|q|^2|k|^2 = 1$")
+    draw_theory(rec, ax_var, theory, "far-variance", "0.2", label=r"theory, exact at $\Delta$ ($\to |q|^2|k|^2 = 1$)")
     point = theory.curves.get(EXTRA_SERIES)
     if point is not None:
         rec.plot(ax_var, EXTRA_SERIES, "theory", point.x, point.y, "its theory", "_", color=COLORS[EXTRA_SERIES],

@@ -207,7 +207,9 @@ def far_residual_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSp
     return FigureSpec("fig5_far_residual",
                       "Squared norm of the uniformly weighted far value residual r(N) = (1/N) sum_Delta P_Delta m "
                       "versus the far-set size N: rotated values add incoherently (|r|^2 ~ 1/N, i.e. |r| ~ 1/sqrt(N)), "
-                      "unrotated values stay at |m|^2.", jobs)
+                      "unrotated values stay at |m|^2. Dashed: theory, exact in N; with rotation it tends to "
+                      "(1 + rho) / ((1 - rho) N), where rho is the mean step's scale, E A = rho I (rho = "
+                      "exp(-sigma^2/2) for the Gaussian angles drawn).", jobs)
 
 
 PROBES_SUMMARY = ("Probe perplexity versus evaluation length / train length for every probe arm, mean and 95% band "

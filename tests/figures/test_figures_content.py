@@ -210,7 +210,8 @@ def test_figure_3_draws_the_densities_the_gap_and_the_far_variance(figures):
     th = one(drawn, name="far-variance", kind="theory")
     a = n * sigma**2
     np.testing.assert_allclose(th.y, 1 + math.exp(-2 * a) + (dims - 2) * math.exp(-a), rtol=1e-12)
-    assert same(th.x, dims)
+    assert same(th.x, dims) and "exact at" in th.label  # exact at the offset drawn, not its limit 1
+    assert "limit of many steps" in one(drawn, name="gap", kind="theory").label  # sqrt(d) is C4's limit
     assert_record_is_the_drawing(drawn)
 
 
@@ -245,6 +246,19 @@ def test_figure_4_bound_and_alibi_floor_are_the_formulas(figures):
     np.testing.assert_allclose(floor.y, [1 / (1 + sum(math.exp(-slope * j) for j in range(1, int(n) + 1)))
                                          for n in floor.x], rtol=1e-10)
     assert "bound" in bound.label and "ALiBi floor" in floor.label
+
+
+def test_figures_4_and_5_say_what_their_dotted_and_dashed_curves_are(figures):
+    """Figure 4's dotted curve is a Jensen lower bound, not E w's theory, in its legend and caption; figure 5's rho
+    is defined in its legend and caption."""
+    specs = {s.name: s for s in figure_specs(True)}
+    assert "Dotted: 1/(1 + E far mass) per family, by Jensen a lower bound of the mean weight" in \
+        specs["fig4_near_weight"].summary
+    assert "E A = rho I" in specs["fig5_far_residual"].summary
+    fig4 = legend_texts(figures["fig4_near_weight"][2].figure.axes[0].get_legend())
+    assert any(t.startswith("Jensen lower bound of") for t in fig4)
+    fig5 = " ".join(legend_texts(figures["fig5_far_residual"][2].figure.axes[0].get_legend()))
+    assert "(1+\\rho)" in fig5 and "\\mathbb{E}A = \\rho I" in fig5
 
 
 def assert_one_colour_per_arm(drawn, arms) -> None:
