@@ -32,6 +32,7 @@ from accum.simulations.runner import WORKERS_HELP
 
 if TYPE_CHECKING:
     from accum.simulations.families import Family
+    from accum.theory.checks import Report
 
 # The report's modules (the checks, the theory, torch for the adversarial searches) are imported by the functions
 # that run it, so `accum verify --help` and a refused option answer at once.
@@ -44,7 +45,9 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
                                    "operators) and print one row per check -- prediction, measurement +- se, z, "
                                    "threshold, detectable error, verdict -- then one verdict per claim C1-C6.  The "
                                    "evidence rows share the false-failure budget.  Exit status 0 when every claim "
-                                   "passes, 1 when one fails, 2 for bad input.  Progress: a bar on a terminal, "
+                                   "passes, 1 when one fails, 2 for bad input -- and for a --family to which no "
+                                   "claim applies (e.g. steps that expand norms): one line names the conditions of "
+                                   "`accum check` it fails, and nothing is run or written.  Progress: a bar on a terminal, "
                                    "otherwise one line per finished check on stderr.  Statistics: docs/verify.md.")
     size = p.add_mutually_exclusive_group()
     size.add_argument("--quick", dest="preset", action="store_const", const="quick", help="the smaller report (default): every engine and theory route, a 1%% error detected per claim and "
@@ -55,7 +58,8 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
                    help="the report's seed; each check's stream comes from it and the check's identity (default 0)")
     p.add_argument("--budget", type=float_option, default=0.01,
                    help="false-failure probability for the whole report, in [1e-12, 1) (default 0.01)")
-    p.add_argument("--family", help="verify one family (built-in name or module:Class) on every claim that applies")
+    p.add_argument("--family", help="verify one family (built-in name or module:Class) on every claim that applies "
+                                    "(`accum check F` says which; exit 2 when none does)")
     p.add_argument("--param", action="append", metavar="K=V", help="parameter of --family (repeatable)")
     p.add_argument("--calibrate", type=integer_option, metavar="N", help="run the report at N fresh seeds; print its failure rate")
     p.add_argument("--only", nargs="+", metavar="CHECK", help="with --calibrate: only these checks of the report "
@@ -72,14 +76,35 @@ def add_verify(sub: argparse._SubParsersAction) -> None:
 
 
 def applicable_claims(family: "Family", seed: int) -> tuple[set[str], dict]:
-    """The claims ``accum check`` says apply to ``family`` (its report's ``claims`` dict)."""
+    """The claims ``accum check`` says apply to ``family`` (its report's ``claims`` dict); ``ParamError`` naming
+    --family, the conditions it fails and each claim's reason when none applies (``no_claim_applies``): a report
+    over no claim would verify nothing, so it is refused before any Monte Carlo, as bad input (exit 2)."""
     from accum.theory.checks import check
 
     from accum.runtime import Heartbeat
 
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # the rows say what is not finite
         found = check(family, rng=np.random.default_rng(seed), progress=Heartbeat("accum verify: accum check"))
-    return {c for c, v in found.claims.items() if v["applies"]}, found.claims
+    claims = {c for c, v in found.claims.items() if v["applies"]}
+    if not claims:
+        raise ParamError(no_claim_applies(found))
+    return claims, found.claims
+
+
+def no_claim_applies(found: "Report") -> str:
+    """The one line for a family to which no claim applies: the family, the required conditions of ``accum check``
+    that fail (name, estimate and what it is held to) and the claims grouped by their reason, e.g. "--family m:F
+    (dim=4): no claim C1-C6 applies, nothing to verify; conditions failed: norm-bounded (estimate 1.5),
+    first-moment-gap (estimate 1.5); C1: no first-moment gap ...; C2, C3, C6: needs C1; ..."."""
+    failed = [c.name + ("" if c.value is None else f" (estimate {c.value:.4g})")
+              for c in found.conditions.values() if c.required and c.passed is False]
+    by_reason: dict[str, list[str]] = {}
+    for claim, v in found.claims.items():
+        by_reason.setdefault(v["why"], []).append(claim)
+    reasons = "; ".join(f"{', '.join(claims)}: {why}" for why, claims in by_reason.items())
+    given = ", ".join(f"{k}={v}" for k, v in found.params.items())
+    return (f"--family {found.family}{f' ({given})' if given else ''}: no claim C1-C6 applies, nothing to verify; "
+            f"conditions failed: {', '.join(failed) or 'none'}; {reasons} (`accum check` shows every condition)")
 
 
 def refuse_nonfinite_rows(result: dict, family: "Family") -> None:

@@ -72,6 +72,23 @@ def theory_caption(spec: FigureSpec, result: dict, path: Path) -> str:
                       f"outside the incoherence premise (share of heads inside it: {premise}); their curve shows what the "
                       "coherent law does. (b): the head's own far attention at 2L extrapolated under C3 (probes/transfer.py; "
                       "2x is in-sample). Bands: 95% Student t interval over seeds.",
+                      f"Judged far-mass rows (dotted verticals): {judged_line(result)}.",
                       "In (c) the two windows are different quantities (how fast the transport forgets; where the head "
                       "attends), drawn and not judged. (d): Spearman over arms with its permutation verdict at the "
-                      "bridge's family-wise level (probes/theory_stats.py)."]) + "\n"
+                      "bridge's family-wise level (probes/theory_stats.py): "
+                      + "; ".join(f"{'every arm' if not o['without'] else 'without ' + ', '.join(o['without'])} "
+                                  f"{o['verdict']} ({o['note']})" for o in result["orders"]) + "."]) + "\n"
+
+
+def judged_line(result: dict) -> str:
+    """Per prediction kind of figure 7's far rows: the judged rows, their verdicts counted, and how many count as
+    evidence (CONFIRMED and better than every baseline; probes/theory_stats.py)."""
+    parts = []
+    for kind, name in (("law", "step law (a)"), ("c3", "C3 transfer (b)")):
+        rows = [r for r in result["far"] if r["kind"] == kind and r["judged"]]
+        verdicts = sorted({r["verdict"] for r in rows})
+        counted = ", ".join(f"{sum(r['verdict'] == v for r in rows)} {v}" for v in verdicts)
+        evidence = sum(r["evidence"] == "evidence" for r in rows)
+        lengths = ", ".join(f"{m}x" for m in sorted({r["multiplier"] for r in rows}))
+        parts.append(f"{name} at {lengths or 'no length'}: {len(rows)} rows, {counted or 'none'}; {evidence} evidence")
+    return "; ".join(parts)

@@ -93,8 +93,8 @@ def extra_family(name: str | None, params: list[str] | None) -> "ExtraFamily | N
 
     given = parse_assignments(params, "--param")
     family = make_family(name, **given)
-    check_sample(family, name)  # its first sample, built-in or not: a step form, asked shapes, finite
-    return ExtraFamily(name, given)
+    report = check_sample(family, name)  # its first sample, built-in or not: a step form, asked shapes, finite
+    return ExtraFamily(name, given, form=report.form)
 
 
 def kept_jobs(quick: bool, seed: int, results: Path, extra: "ExtraFamily | None" = None) -> str:

@@ -26,7 +26,8 @@ from .captions import caption, probes_caption, theory_caption
 from .data import Measured, ensure
 from .paths import DEFAULT_OUT, DEFAULT_PROBES, DEFAULT_RESULTS
 from .overlays import THEORIES
-from .plots import BUILDERS, STYLE, fig_probes, fig_theory
+from .plots import BUILDERS, STYLE
+from .probeplots import fig_probes, fig_theory
 from .specs import ExtraFamily, FigureSpec, figure_specs
 
 FORMATS = ("png", "pdf")

@@ -19,7 +19,7 @@ import numpy as np
 from accum.simulations.families import make_family
 from accum.simulations.params import ParamError
 from accum.theory import NoClosedForm, prediction
-from accum.theory.scores import gap_in_sd
+from accum.theory.scores import far_score_density, gap_in_sd
 
 from .data import Measured
 from .specs import EXTRA_SERIES
@@ -102,10 +102,17 @@ def window_theory(measured: Sequence[Measured]) -> Theory:
                     'theory.prediction("window")')
 
 
+def gaussian_name(series: str) -> str:
+    """The name of C4's Gaussian far-score density drawn over the histogram of ``series``."""
+    return f"gaussian:{series}"
+
+
 def score_gap_theory(measured: Sequence[Measured]) -> Theory:
     """Across the built-in dimensions: the far-score second moment d E[s^2] (``prediction("far-variance")``)
     and the near score in far standard deviations (``theory.scores.gap_in_sd``); for an extra family (series
-    ``EXTRA_SERIES``) its own d E[s^2] at its dimension, under the name ``EXTRA_SERIES``."""
+    ``EXTRA_SERIES``) its own d E[s^2] at its dimension, under the name ``EXTRA_SERIES``; for every histogram
+    (``gaussian_name(series)``) C4's law N(0, |q|^2 |k|^2 / d) (``theory.scores.far_score_density``) on 241 points
+    across its bins -- the probes are q = k, so |q| |k| = q.k, the near score."""
     builtin = [m for m in measured if m.job.series != EXTRA_SERIES]
     dims = np.array([m.record["result"]["dim"] for m in builtin])
 
@@ -118,9 +125,16 @@ def score_gap_theory(measured: Sequence[Measured]) -> Theory:
         return Curve(dims, np.array([gap_in_sd(int(d), near=m.record["result"]["near"])
                                      for d, m in zip(dims, builtin)]))
 
+    def gaussian(m: Measured) -> Curve:
+        r = m.record["result"]
+        s = np.linspace(r["hist_edges"][0], r["hist_edges"][-1], 241)
+        unit = float(np.sqrt(r["near"]))  # q = k: |q| = |k| = sqrt(q.k)
+        return Curve(s, far_score_density(s, unit, unit, int(r["dim"])))
+
     extra = [(EXTRA_SERIES, lambda m=m: variance([m])) for m in measured if m.job.series == EXTRA_SERIES]
-    return _collect([("far-variance", lambda: variance(builtin)), ("gap", gap), *extra],
-                    'theory.prediction("far-variance"), theory.scores.gap_in_sd')
+    densities = [(gaussian_name(m.job.series), lambda m=m: gaussian(m)) for m in measured]
+    return _collect([("far-variance", lambda: variance(builtin)), ("gap", gap), *extra, *densities],
+                    'theory.prediction("far-variance"), theory.scores.gap_in_sd, theory.scores.far_score_density')
 
 
 def near_weight_theory(measured: Sequence[Measured]) -> Theory:

@@ -1,5 +1,5 @@
-"""One pure function per figure: saved records (+ theory curves) in, a matplotlib ``Figure`` and the series it
-draws out (``Drawn``).
+"""One pure function per figure (figures 1-5 here, the probe figures 6 and 7 in ``figures.probeplots``): saved
+records (+ theory curves) in, a matplotlib ``Figure`` and the series it draws out (``Drawn``).
 
 Nothing here measures or evaluates theory; it only reads ``record["result"]`` (and the ``Theory`` curves of
 ``figures.overlays``) and draws.  Every curve, point set, band and line goes through a ``figures.record.Recorder``,
@@ -22,7 +22,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from .data import Measured
-from .overlays import Theory, by_series
+from .overlays import Theory, by_series, gaussian_name
 from .record import Drawn, Recorder
 from .specs import EXTRA_SERIES
 
@@ -66,24 +66,9 @@ MC = {"linewidth": 0.9, "zorder": 2}
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h")
 #: standard errors either side of an estimate in bands and error bars
 K_SE = 2.0
-
-PROBE_LABELS = {
-    "nope": "NoPE", "rope": "RoPE", "alibi": "ALiBi", "random": r"random SO(2), $U(\pm\omega)$ (QK)",
-    "random_drift": r"random SO(2), $U(0, 2\omega)$ (QK)", "random_qkv": r"random SO(2), $U(\pm\omega)$ (QKV)",
-    "random_qkv_indep": r"random SO(2), $U(\pm\omega)$ (QKV, values' own walk)",
-    "random_drift_qkv": r"random SO(2), $U(0, 2\omega)$ (QKV)",
-    "learned": "learned token angles (QK)", "learned_qkv": "learned token angles (QKV)",
-    "learned_key": "learned token angles (QK, key-side token)",
-    "learned_qkv_key": "learned token angles (QKV, key-side token)",
-    "learned_author": "learned token angles (QK, one AdamW group)",
-    "learned_qkv_author": "learned token angles (QKV, one AdamW group)",
-    "gain": r"hidden-state gain $\omega(1 + Wh)$ (QK)", "path": "PaTH (Householder)",
-}
-#: colours of the probe arms that ``COLORS`` does not name; variants of an arm take a lighter shade of its colour
-#: (arms that rotate the values, ``_qkv`` in the name, are drawn dashed)
-PROBE_COLORS = {"random_drift": "#17becf", "random_qkv": "#1f77b4", "random_qkv_indep": "#6baed6",
-                "random_drift_qkv": "#17becf", "learned_key": "#fdae6b", "learned_qkv_key": "#bcbddc",
-                "learned_author": "#8c564b", "learned_qkv_author": "#c49c94", "gain": "#bcbd22"}
+#: legend titles naming the Monte Carlo series listed under them (``record.KINDS``)
+MC_BANDS = r"markers: Monte Carlo ($\pm 2\,$se band)"
+MC_BARS = r"markers: Monte Carlo ($\pm 2\,$se bars)"
 
 
 def draw_theory(rec: Recorder, ax: Axes, theory: Theory, name: str, c: str, label: str | None = None,
@@ -92,11 +77,6 @@ def draw_theory(rec: Recorder, ax: Axes, theory: Theory, name: str, c: str, labe
     curve = theory.curves.get(name)
     if curve is not None:
         rec.plot(ax, name, kind, curve.x, curve.y, label, color=c, **{**THEORY, **style})
-
-
-def rotates_values(arm: str) -> bool:
-    """Whether a probe arm rotates the values too (its name carries ``_qkv``): drawn dashed."""
-    return "_qkv" in arm
 
 
 def color(series: str, index: int = 0) -> str:
@@ -179,7 +159,7 @@ def fig_coherence(measured: Sequence[Measured], theory: Theory) -> Drawn:
         lows.append(_coherence_panel(rec, ax, [m for m in measured if m.job.panel == panel], theory))
         ax.set_title(title)
         theory_legend_entry(ax)
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, title=MC_BANDS)
     axes[1].set_ylabel("")
     axes[1].yaxis.set_tick_params(labelleft=True)
     bottom = min(lows)
@@ -211,7 +191,7 @@ def fig_window(measured: Sequence[Measured], theory: Theory) -> Drawn:
            title=r"C2: finite mixing window, independent of $T$ ($d = 16$)")
     plain_ticks(ax, sorted({result(m)["context"] for m in measured}))
     plain_log_y(ax)
-    ax.legend(loc="upper left")
+    ax.legend(loc="upper left", title=MC_BARS)
     return rec.drawn(fig)
 
 
@@ -219,9 +199,10 @@ def fig_window(measured: Sequence[Measured], theory: Theory) -> Drawn:
 
 @styled
 def fig_score_gap(measured: Sequence[Measured], theory: Theory) -> Drawn:
-    """Figure 3: (a) far-score densities per d against the near score, (b) the gap in far standard
-    deviations, (c) the far-score second moment d E[s^2]; an extra family (series ``EXTRA_SERIES``) is one more
-    density and one more point at its own dimension, in its own colour."""
+    """Figure 3: (a) far-score densities per d against the near score, each with the Gaussian law the title
+    claims, N(0, |q|^2|k|^2/d) (theory, dashed; the histogram's y range is kept, the Gaussian's far tails leave it),
+    (b) the gap in far standard deviations, (c) the far-score second moment d E[s^2]; an extra family (series
+    ``EXTRA_SERIES``) is one more density and one more point at its own dimension, in its own colour."""
     fig = Figure(figsize=(13, 4.2), layout="constrained")
     ax_hist, ax_gap, ax_var = fig.subplots(1, 3, gridspec_kw={"width_ratios": (1.5, 1, 1)})
     rec = Recorder([ax_hist, ax_gap, ax_var])
@@ -231,28 +212,36 @@ def fig_score_gap(measured: Sequence[Measured], theory: Theory) -> Drawn:
     shades = [cmap(0.9 * i / max(len(builtin) - 1, 1)) for i in range(len(builtin))]
     labels = [m.job.label for m in builtin] + [m.job.label + ("" if "dim" in m.job.params else f" ($d={result(m)['dim']}$)")
                                                for m in extra]
+    lowest, highest = np.inf, 0.0
     for m, c, label in zip(builtin + extra, shades + [COLORS[EXTRA_SERIES]] * len(extra), labels):
         counts, edges = arrays(m, "hist_counts", "hist_edges")
         density = np.where(counts > 0, counts / (counts.sum() * np.diff(edges)), np.nan)
         ax_hist.stairs(density, edges, color=c, linewidth=1.4, label=label)
         rec.keep(ax_hist, m.job.series, "density", label, edges, density)
+        draw_theory(rec, ax_hist, theory, gaussian_name(m.job.series), c, linewidth=1.1)
+        lowest, highest = min(lowest, np.nanmin(density)), max(highest, np.nanmax(density))
+        gauss = theory.curves.get(gaussian_name(m.job.series))
+        highest = highest if gauss is None else max(highest, float(np.max(gauss.y)))
+    theory_legend_entry(ax_hist, r"theory $\mathcal{N}(0, |q|^2|k|^2/d)$ (dashed)")
     near = result(measured[0])["near"]
-    near_label = rf"near score $q^{{\mathsf{{T}}}}k = {near:g}$"
+    near_label = rf"near score $q^{{\mathsf{{T}}}}k = {near:g}$ (reference)"
     ax_hist.axvline(near, color="#d62728", linewidth=1.6, label=near_label)
     rec.keep(ax_hist, "near", "reference", near_label, near, np.nan)
     offset = result(measured[0])["offset"]
     ax_hist.set(yscale="log", xlabel=r"score $s = q^{\mathsf{T}} A_\Delta \cdots A_1 k$  ($|q| = |k| = 1$)",
-                ylabel="density of far scores", title=rf"(a) far scores at distance $\Delta = {offset}$")
-    ax_hist.legend(loc="upper left")
+                ylabel="density of far scores", title=rf"(a) far scores at distance $\Delta = {offset}$",
+                ylim=(0.5 * lowest, 3 * highest))
+    ax_hist.legend(loc="upper left", title="Monte Carlo histograms")
 
     dims = np.array([result(m)["dim"] for m in builtin], dtype=float)
     all_dims = np.array([result(m)["dim"] for m in measured], dtype=float)
     gap = np.array([result(m)["gap_sd"] for m in builtin])
     rec.plot(ax_gap, "gap", "Monte Carlo", dims, gap, "Monte Carlo", "o", color="#1f77b4", zorder=4)
     for m in extra:
-        rec.plot(ax_gap, m.job.series, "Monte Carlo", [result(m)["dim"]], [result(m)["gap_sd"]], m.job.label, "D",
+        rec.plot(ax_gap, m.job.series, "Monte Carlo", [result(m)["dim"]], [result(m)["gap_sd"]],
+                 f"{m.job.label}, Monte Carlo", "D",
                  color=COLORS[EXTRA_SERIES], zorder=5)
-    draw_theory(rec, ax_gap, theory, "gap", "0.2", label=r"theory $\sqrt{d}$")
+    draw_theory(rec, ax_gap, theory, "gap", "0.2", label=r"theory $\sqrt{d}$ (limit of many steps)")
     ax_gap.set_xscale("log", base=2)
     ax_gap.set_yscale("log", base=2)
     plain_ticks(ax_gap, all_dims)
@@ -268,10 +257,11 @@ def fig_score_gap(measured: Sequence[Measured], theory: Theory) -> Drawn:
     top = float(np.max(var + K_SE * se))
     for m in extra:
         v, e = result(m)["mean"], result(m)["stderr"]
-        rec.errorbar(ax_var, m.job.series, "Monte Carlo", [result(m)["dim"]], [v], [K_SE * e], m.job.label, fmt="D",
+        rec.errorbar(ax_var, m.job.series, "Monte Carlo", [result(m)["dim"]], [v], [K_SE * e],
+                     f"{m.job.label}, Monte Carlo", fmt="D",
                      color=COLORS[EXTRA_SERIES], zorder=5)
         top = max(top, v + K_SE * e)
-    draw_theory(rec, ax_var, theory, "far-variance", "0.2", label=r"theory $|q|^2|k|^2 = 1$")
+    draw_theory(rec, ax_var, theory, "far-variance", "0.2", label=r"theory, exact at $\Delta$ ($\to |q|^2|k|^2 = 1$)")
     point = theory.curves.get(EXTRA_SERIES)
     if point is not None:
         rec.plot(ax_var, EXTRA_SERIES, "theory", point.x, point.y, "its theory", "_", color=COLORS[EXTRA_SERIES],
@@ -288,32 +278,37 @@ def fig_score_gap(measured: Sequence[Measured], theory: Theory) -> Drawn:
 
 # ------------------------------------------------------------------------------------------- figure 4
 
-def far_set_series(rec: Recorder, ax: Axes, measured: Sequence[Measured], theory: Theory, **theory_style: Any) -> None:
-    """Each measured series against its far-set sizes N with +-2 se bars, and its theory curve in its colour."""
+def far_set_series(rec: Recorder, ax: Axes, measured: Sequence[Measured], theory: Theory, kind: str = "theory",
+                   **theory_style: Any) -> None:
+    """Each measured series against its far-set sizes N with +-2 se bars, and its theory curve (of ``kind``) in its
+    colour."""
     for i, m in enumerate(measured):
         c = color(m.job.series, i)
         sizes, y, se = arrays(m, "far_sizes", "mean", "stderr")
         rec.errorbar(ax, m.job.series, "Monte Carlo", sizes, y, K_SE * se, m.job.label, color=c, marker=marker(i), **MC)
-        draw_theory(rec, ax, theory, m.job.series, c, **theory_style)
+        draw_theory(rec, ax, theory, m.job.series, c, kind=kind, **theory_style)
 
 
 @styled
 def fig_near_weight(measured: Sequence[Measured], theory: Theory) -> Drawn:
-    """Figure 4: near-target weight w(N) versus the far-set size N (log-log)."""
-    fig = Figure(figsize=(7.2, 4.8), layout="constrained")
+    """Figure 4: near-target weight w(N) versus the far-set size N (log-log); each family's dotted curve is
+    1/(1 + E far mass), by Jensen a lower bound of E w (equal to it where the far mass is deterministic: RoPE, NoPE,
+    ALiBi), so it is drawn and named as a bound, not as the theory of E w."""
+    fig = Figure(figsize=(10.5, 4.8), layout="constrained")
     ax = fig.subplots()
     rec = Recorder([ax])
-    far_set_series(rec, ax, measured, theory, linestyle=":")
-    draw_theory(rec, ax, theory, "bound", "black", label=r"bound $w \leq 1/(1 + N e^{-2 s_0})$ (any steps of norm $\leq 1$)",
+    far_set_series(rec, ax, measured, theory, kind="bound", linestyle=":")
+    draw_theory(rec, ax, theory, "bound", "black", label=r"upper bound $w \leq 1/(1 + N e^{-2 s_0})$ (any steps of norm $\leq 1$)",
                kind="bound", linestyle="--", linewidth=1.4)
     draw_theory(rec, ax, theory, "alibi-floor", "#d62728", label=r"ALiBi floor $1/(1 + \Sigma_{\Delta \leq N}\, e^{-m\Delta})$",
                kind="floor", linestyle="-.", linewidth=1.4)
-    ax.plot([], [], color="0.3", linestyle=":", label=r"theory $1/(1 + \mathbb{E}\,$far mass$)$ (dotted)")
+    ax.plot([], [], color="0.3", linestyle=":", label="Jensen lower bound of $\\mathbb{E}\\,w$: $1/(1 + \\mathbb{E}\\,$far "
+            "mass$)$\n(dotted; equal to it for deterministic steps)")
     s0 = result(measured[0])["s0"]
     ax.set(xscale="log", yscale="log", xlabel=r"far-set size $N$ (far keys)",
            ylabel=r"near-target weight $w(N) = e^{s_0} / (e^{s_0} + \Sigma_{\Delta=1}^{N}\, e^{s_\Delta})$",
            title=rf"C5: near weight $\to 0$ with $N$ unless far mass is controlled ($s_0 = {s0:g}$, $d = 16$)")
-    ax.legend(loc="lower left", fontsize=7)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=7, title=MC_BARS)
     return rec.drawn(fig)
 
 
@@ -322,140 +317,16 @@ def fig_near_weight(measured: Sequence[Measured], theory: Theory) -> Drawn:
 @styled
 def fig_far_residual(measured: Sequence[Measured], theory: Theory) -> Drawn:
     """Figure 5: far residual E|r(N)|^2 / |m|^2 with and without value rotation (log-log)."""
-    fig = Figure(figsize=(6.8, 4.6), layout="constrained")
+    fig = Figure(figsize=(10, 4.6), layout="constrained")
     ax = fig.subplots()
     rec = Recorder([ax])
     far_set_series(rec, ax, measured, theory)
-    theory_legend_entry(ax, r"theory, exact in $N$ (dashed): $\to (1+\rho)/((1-\rho)N)$ with rotation, $1$ without")
+    theory_legend_entry(ax, "theory, exact in $N$ (dashed): $\\to (1+\\rho)/((1-\\rho)N)$ with rotation,\n"
+                            r"$\mathbb{E}A = \rho I$ ($\rho = e^{-\sigma^2/2}$ for Gaussian angles); $1$ without")
     ax.set(xscale="log", yscale="log", xlabel=r"far-set size $N$ (far values)",
            ylabel=r"$\mathbb{E}\,|r(N)|^2 / |m|^2$, $\; r(N) = N^{-1}\Sigma_{\Delta=1}^{N}\, P_\Delta m$",
            title=r"C6: rotated values add incoherently: $|r| \propto 1/\sqrt{N}$ ($d = 16$)")
-    ax.legend(loc="lower left")
-    return rec.drawn(fig)
-
-
-# ------------------------------------------------------------------------------------------- figure 6
-
-@styled
-def fig_probes(sweep: dict) -> Drawn:
-    """Figure 6 from the probes' multi-seed ``sweep.json``: per arm the mean over training seeds of (a) the
-    perplexity over all positions, (b) over the last train-length segment of each window divided by the 1x
-    perplexity of the same tokens (``ratio_last_segment``: the segment's own difficulty cancels), (c) the far
-    attention mass (keys >= L_train back), versus evaluation length / train length; bands are the 95%
-    Student t intervals over seeds (arms with one finished seed are drawn without a band; on the log axes a
-    lower edge below half the arm's smallest mean, e.g. <= 0, is drawn at that floor)."""
-    fig = Figure(figsize=(15, 4.6), layout="constrained")
-    axes = fig.subplots(1, 3)
-    rec = Recorder(axes)
-    mult = np.asarray(sweep["multipliers"], dtype=float)
-    unit = "BPE token" if sweep["config"]["train"].get("tokenizer") == "bpe" else "character"
-    panels = (("ppl", "(a) perplexity, all positions of each window", f"perplexity (per {unit})"),
-              ("ratio_last_segment", "(b) last train-length segment, against the same tokens at 1x",
-               "ppl(last segment) / ppl(same tokens, 1x)"),
-              ("far_mass", r"(c) attention mass on keys $\geq L$ back", "far attention mass"))
-    drawn = {arm: st for arm, st in sweep["arms"].items() if st.get("n_seeds")}
-    for ax, (key, title, ylabel) in zip(axes, panels):
-        for i, (arm, st) in enumerate(drawn.items()):
-            mean = np.array([np.nan if v is None else v for v in st[key]["mean"]], dtype=float)
-            style = {"color": PROBE_COLORS.get(arm, color(arm, i)), "marker": marker(i), "markersize": 4,
-                     "linestyle": "--" if rotates_values(arm) else "-"}
-            label = f"{PROBE_LABELS.get(arm, arm)} (n={st['n_seeds']})"
-            ci = st[key]["ci95"]
-            if any(c is not None for c in ci):
-                lo = np.array([np.nan if c is None else c[0] for c in ci], dtype=float)
-                hi = np.array([np.nan if c is None else c[1] for c in ci], dtype=float)
-                if key != "far_mass":
-                    lo = np.maximum(lo, np.nanmin(mean) * 0.5)  # a t interval can reach below 0 on a log axis
-                rec.banded(ax, arm, "measured", mult, mean, lo, hi, label, alpha=0.15, **style)
-            else:
-                rec.plot(ax, arm, "measured", mult, mean, label, **style)
-        ax.axvline(1.0, color="0.5", linewidth=1.0, linestyle=":")
-        rec.keep(ax, "train length", "reference", None, 1.0, np.nan)
-        if key == "ratio_last_segment":
-            ax.axhline(1.0, color="0.5", linewidth=1.0, linestyle=":")
-            rec.keep(ax, "same as 1x", "reference", None, np.nan, 1.0)
-        ax.set_xscale("log", base=2)
-        plain_ticks(ax, mult)
-        if key != "far_mass":
-            ax.set_yscale("log")
-            plain_log_y(ax, subs=(1.0, 1.2, 1.5, 2.0, 3.0, 5.0, 7.0))
-        ax.set_xlabel(rf"evaluation length / train length ($L = {sweep['seq_len']}$ tokens)")
-        ax.set_ylabel(ylabel)
-        ax.set_title(title)
-    axes[0].legend(loc="upper left", fontsize=7)
-    n_runs = sum(st.get("n_seeds", 0) for st in sweep["arms"].values())
-    missing = len(sweep.get("missing", []))
-    state = (f"{n_runs} runs, complete under the sweep's stopping rule" if not missing else
-             f"{n_runs} runs; {missing} more asked for by the stopping rule")
-    fig.suptitle(f"C7: attention probes past their train length, mean and 95% interval over seeds ({state})", fontsize=10)
-    return rec.drawn(fig)
-
-
-# ------------------------------------------------------------------------------------------- figure 7
-
-def _far_panel(rec: Recorder, ax: Axes, result: dict, kind: str, title: str) -> None:
-    """Per arm the measured far mass (solid, 95% band over seeds) and the ``kind`` prediction (dashed) vs length."""
-    for i, arm in enumerate(result["runs"]):
-        rows = [r for r in result["far"] if r["arm"] == arm and r["kind"] == kind]
-        if not rows:
-            continue
-        c = PROBE_COLORS.get(arm, color(arm, i))
-        mult = np.array([r["multiplier"] for r in rows], dtype=float)
-        label = f"{PROBE_LABELS.get(arm, arm)} (n={rows[0]['seeds']})"
-        measured = [r["measured"]["mean"] for r in rows]
-        if all(r["measured"]["ci"] is not None for r in rows):
-            rec.banded(ax, arm, "measured", mult, measured, [r["measured"]["ci"][0] for r in rows],
-                       [r["measured"]["ci"][1] for r in rows], label, alpha=0.15, color=c, marker=marker(i))
-        else:
-            rec.plot(ax, arm, "measured", mult, measured, label, color=c, marker=marker(i))
-        rec.plot(ax, arm, "predicted", mult, [r["pred"]["mean"] for r in rows], None, color=c, **THEORY)
-    ax.set_xscale("log", base=2)
-    plain_ticks(ax, sorted({r["multiplier"] for r in result["far"]}))
-    ax.set_xlabel(rf"evaluation length / train length ($L = {result['seq_len']}$ tokens)")
-    ax.set_ylabel(r"far attention mass (keys $\geq L$ back), mean over heads")
-    ax.set_title(title, fontsize=9)
-
-
-@styled
-def fig_theory(result: dict) -> Drawn:
-    """Figure 7 from ``probes.theory_stats.agreement``: (a) per arm the far mass versus evaluation length / train
-    length, measured (solid, 95% band over seeds) and predicted from the family's law and the 1x statistics (dashed);
-    (b) the same with the C3 transfer row (extrapolated from the head's own 2x attention); (c) predicted window against
-    measured window, one point per head and seed; (d) the law-based degradation D against the measured log ppl ratio,
-    one point per arm."""
-    fig = Figure(figsize=(12, 9), layout="constrained")
-    (ax_law, ax_c3), (ax_win, ax_ord) = fig.subplots(2, 2)
-    rec = Recorder([ax_law, ax_c3, ax_win, ax_ord])
-    _far_panel(rec, ax_law, result, "law", "(a) far mass: measured (solid) vs predicted from the step law (dashed)")
-    _far_panel(rec, ax_c3, result, "c3", "(b) far mass: measured (solid) vs C3 transfer from 2x (dashed)")
-    arms = list(result["runs"])
-    for i, arm in enumerate(arms):
-        pts = [p for p in result["window_points"] if p["arm"] == arm]
-        x, y = [p["window_measured"] for p in pts], [p["window_pred"] for p in pts]
-        ax_win.scatter(x, y, s=12, alpha=0.7, color=PROBE_COLORS.get(arm, color(arm, i)), marker=marker(i),
-                       label=PROBE_LABELS.get(arm, arm))
-        rec.keep(ax_win, arm, "points", PROBE_LABELS.get(arm, arm), x, y)
-    ax_win.set_xscale("log")
-    ax_win.set_yscale("log")
-    for axis in (ax_win.xaxis, ax_win.yaxis):  # labels at 1, 2, 5 x 10^k: a window axis spans less than a decade
-        axis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
-        axis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
-        axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax_win.set_xlabel("measured window (lags holding 90% of attention, at L)")
-    ax_win.set_ylabel(r"predicted window $W = \sum_{n<L} C(n)^2$")
-    ax_win.set_title("(c) mixing window per head", fontsize=9)
-    order = result["order"]
-    for arm in order["arms"]:  # one arm keeps its colour and marker in every panel (the shared legend below)
-        i = arms.index(arm)
-        ax_ord.scatter(order["pred"][arm], order["measured"][arm], color=PROBE_COLORS.get(arm, color(arm, i)),
-                       marker=marker(i), s=30)
-        rec.keep(ax_ord, arm, "points", None, order["pred"][arm], order["measured"][arm])
-    rho = "n/a" if order["rho"] is None else f"{order['rho']:.2f}"
-    ax_ord.set_xlabel(r"law-based degradation $D = -\log(1 - F_{law}(M))$, mean over heads and seeds")
-    ax_ord.set_ylabel(r"measured $\log$ ppl$(M)$ / ppl$(1x)$")
-    ax_ord.set_title(f"(d) degradation order: Spearman {rho}, {order['verdict']}", fontsize=9)
-    fig.legend(*ax_law.get_legend_handles_labels(), loc="outside lower center", ncol=4, fontsize=7)
-    fig.suptitle("Theory vs trained probes: accum's theory from each head's realised step law", fontsize=10)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), title=MC_BARS)
     return rec.drawn(fig)
 
 

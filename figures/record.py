@@ -11,8 +11,14 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-#: what a drawn series is (``Series.kind``)
-KINDS = ("Monte Carlo", "theory", "bound", "floor", "density", "reference", "measured", "predicted", "points")
+#: what a drawn series is (``Series.kind``), and the word its figure's legend names it by: its own entry, or the
+#: title of the legend holding that entry (e.g. "Monte Carlo (markers, +-2 se band)" over the families' names); a
+#: series drawn without an entry of its own (``label`` None) is named by an entry or title of its panel's legend or
+#: of a figure legend that gives its style (e.g. "theory (dashed)").  tests/figures/test_figures_content.py holds
+#: every figure to it.
+KINDS = {"Monte Carlo": "Monte Carlo", "theory": "theory", "bound": "bound", "floor": "floor", "density": "histogram",
+         "reference": "reference", "measured": "measured", "predicted": "predicted", "points": "point",
+         "ranks": "rank"}
 
 
 @dataclass(frozen=True)
@@ -48,7 +54,7 @@ class Recorder:
     def keep(self, ax: Axes, name: str, kind: str, label: str | None, x: Any, y: Any,
              band: tuple[Any, Any] | None = None) -> None:
         if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+            raise ValueError(f"kind must be one of {tuple(KINDS)}, got {kind!r}")
         arr = lambda v: np.atleast_1d(np.asarray(v, dtype=float))  # noqa: E731
         self.series.append(Series(self.axes.index(ax), name, kind, label, arr(x), arr(y),
                                   None if band is None else (arr(band[0]), arr(band[1]))))

@@ -8,12 +8,16 @@ in the repository (a few CPU minutes in total).
 Every family is built from the registry in ``simulations.families``; unit probes q = k = m = 1/sqrt(d)
 throughout (the estimators' default).  An ``ExtraFamily`` (``accum figures --family F --param k=v``, built-in or
 ``module:Class``) adds one series, ``EXTRA_SERIES``, to figures 1-5 beside the built-ins, measured with the same
-options (in figure 3, a sweep over d of one SO(2) law, it is one more point at the family's own dimension).
+options (in figure 3, a sweep over d of one SO(2) law, it is one more point at the family's own dimension); in
+figure 1 it goes to the panel of its step form, as every built-in does (``coherence_panel``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from accum.simulations.families import FAMILIES
+from accum.simulations.steps import AngleSteps
 
 #: head dimension shared by every figure except the score-gap sweep over d (and the Lie walk, d = 8)
 DIM = 16
@@ -54,10 +58,12 @@ EXTRA_SERIES = "extra"
 
 @dataclass(frozen=True)
 class ExtraFamily:
-    """A family drawn beside the built-ins: its name (built-in or ``module:Class``) and given parameters."""
+    """A family drawn beside the built-ins: its name (built-in or ``module:Class``), given parameters, and the step
+    form its first sample took (the class name, as a record's ``family_check["form"]``, e.g. ``"AngleSteps"``)."""
 
     name: str
     params: dict = field(default_factory=dict)
+    form: str = field(kw_only=True)
 
     @property
     def label(self) -> str:
@@ -82,9 +88,24 @@ def _few_if_deterministic(family: str) -> dict:
     return {"samples": 4} if family in DETERMINISTIC else {}
 
 
+#: figure 1's panels: (a) block SO(2) angle steps, (b) every matrix form (Householder, dense)
+ANGLE_PANEL, MATRIX_PANEL = 0, 1
+
+
+def coherence_panel(form: str) -> int:
+    """Figure 1's panel of a family whose steps take the form named ``form`` (a step form's class name, e.g.
+    ``"AngleSteps"``): ``ANGLE_PANEL`` for block SO(2) angles, ``MATRIX_PANEL`` for any other form."""
+    return ANGLE_PANEL if form == AngleSteps.__name__ else MATRIX_PANEL
+
+
+def builtin_form(family: str) -> str:
+    """The step form of a built-in family's samples (its ``FORM``), by class name."""
+    return FAMILIES[family].FORM.__name__
+
+
 def coherence_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSpec:
     """Figure 1: |c(n)| = |E[q^T A_n ... A_1 k]| for every built-in family (NoPE is c = 1, left out), and the
-    extra family in the matrix-family panel."""
+    extra family, each in the panel of its step form (``coherence_panel``)."""
     steps, samples = (8, 64) if quick else (64, 20000)
     lie_steps, lie_samples = (4, 16) if quick else (24, 1000)
     haar_steps, haar_samples = (4, 64) if quick else (8, 8000)
@@ -96,21 +117,19 @@ def coherence_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSpec:
         ("so2-cauchy", r"SO(2) wrapped Cauchy $\gamma=0.2$", _so2("wrapped-cauchy", gamma=0.2)),
         ("so2-token", r"SO(2) token angles ($V=8$)", _so2("token", vocab=8, table_sigma=1.0)),
     ]
-    jobs = [CurveSpec("coherence", "so2-accumulated", p, opts, key, label, 0) for key, label, p in so2]
-    jobs.append(CurveSpec("coherence", "rope", {"dim": DIM}, {**opts, **_few_if_deterministic("rope")}, "rope",
-                    "RoPE (deterministic)", 0))
-    jobs += [
-        CurveSpec("coherence", "householder", {"dim": DIM, "beta": 1.0}, opts, "householder-1",
-            r"Householder $\beta=1$", 1),
-        CurveSpec("coherence", "householder", {"dim": DIM, "beta": 2.0}, opts, "householder-2",
-            r"Householder $\beta=2$ (reflection)", 1),
-        CurveSpec("coherence", "givens", {"dim": DIM, "sigma": 1.0}, opts, "givens", r"Givens $\sigma=1$", 1),
-        CurveSpec("coherence", "lie-walk", {"dim": 8, "sigma": 0.5}, {"steps": lie_steps, "samples": lie_samples},
-            "lie-walk", r"Lie walk $\sigma=0.5$, $d=8$", 1),
-        CurveSpec("coherence", "haar", {"dim": DIM}, {"steps": haar_steps, "samples": haar_samples}, "haar",
-            r"Haar O(d): $c(n) = 0$ for $n \geq 1$", 1),
+    rows = [("so2-accumulated", p, opts, key, label) for key, label, p in so2] + [
+        ("rope", {"dim": DIM}, {**opts, **_few_if_deterministic("rope")}, "rope", "RoPE (deterministic)"),
+        ("householder", {"dim": DIM, "beta": 1.0}, opts, "householder-1", r"Householder $\beta=1$"),
+        ("householder", {"dim": DIM, "beta": 2.0}, opts, "householder-2", r"Householder $\beta=2$ (reflection)"),
+        ("givens", {"dim": DIM, "sigma": 1.0}, opts, "givens", r"Givens $\sigma=1$"),
+        ("lie-walk", {"dim": 8, "sigma": 0.5}, {"steps": lie_steps, "samples": lie_samples}, "lie-walk",
+         r"Lie walk $\sigma=0.5$, $d=8$"),
+        ("haar", {"dim": DIM}, {"steps": haar_steps, "samples": haar_samples}, "haar",
+         r"Haar O(d): $c(n) = 0$ for $n \geq 1$"),
     ]
-    jobs += [extra.job("coherence", opts, 1)] if extra else []
+    jobs = [CurveSpec("coherence", family, params, options, key, label, coherence_panel(builtin_form(family)))
+            for family, params, options, key, label in rows]
+    jobs += [extra.job("coherence", opts, coherence_panel(extra.form))] if extra else []
     return FigureSpec("fig1_coherence",
                       "Coherence |E[q^T A_n...A_1 k]| versus the number of accumulated steps n, Monte Carlo "
                       "(markers and +-2 se band, drawn until |c| first falls to 2 se, i.e. into the noise) against "
@@ -147,7 +166,9 @@ def score_gap_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSpec:
     jobs += (extra.job("score-gap", {"offset": offset, "samples": samples}),) if extra else ()
     return FigureSpec("fig3_score_gap",
                       "Near score q.k = 1 against the far-score distribution s = q^T A_Delta...A_1 k for growing head "
-                      "dimension d: far scores concentrate at 0 with variance 1/d, so the gap opens as sqrt(d).", jobs)
+                      "dimension d, each histogram with C4's Gaussian law N(0, |q|^2|k|^2/d) dashed (the limit of "
+                      "many steps, not exact at a finite Delta): far scores concentrate at 0 with variance 1/d, so the "
+                      "gap opens as sqrt(d).", jobs)
 
 
 def near_weight_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSpec:
@@ -167,8 +188,9 @@ def near_weight_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSpe
     jobs += (extra.job("near-weight", {**opts, "alibi_slope": 0.0}),) if extra else ()
     return FigureSpec("fig4_near_weight",
                       "Attention weight on one near target (logit s0) among N far copies of its key versus N: "
-                      "rotations alone let it fall to 0 (below the bound 1/(1+N e^{-2 s0})); ALiBi's bias keeps it "
-                      "above a floor.", jobs)
+                      "rotations alone let it fall to 0 (below the upper bound 1/(1+N e^{-2 s0})); ALiBi's bias keeps "
+                      "it above a floor. Dotted: 1/(1 + E far mass) per family, by Jensen a lower bound of the mean "
+                      "weight E w (equal to it for deterministic steps: RoPE, NoPE, ALiBi), not its exact theory.", jobs)
 
 
 def far_residual_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSpec:
@@ -185,12 +207,17 @@ def far_residual_spec(quick: bool, extra: ExtraFamily | None = None) -> FigureSp
     return FigureSpec("fig5_far_residual",
                       "Squared norm of the uniformly weighted far value residual r(N) = (1/N) sum_Delta P_Delta m "
                       "versus the far-set size N: rotated values add incoherently (|r|^2 ~ 1/N, i.e. |r| ~ 1/sqrt(N)), "
-                      "unrotated values stay at |m|^2.", jobs)
+                      "unrotated values stay at |m|^2. Dashed: theory, exact in N; with rotation it tends to "
+                      "(1 + rho) / ((1 - rho) N), where rho is the mean step's scale, E A = rho I (rho = "
+                      "exp(-sigma^2/2) for the Gaussian angles drawn).", jobs)
 
 
 PROBES_SUMMARY = ("Probe perplexity versus evaluation length / train length for every probe arm, mean and 95% band "
-                  "over seeds: (a) all positions of each window, (b) the last train-length segment of each window against the "
-                  "1x perplexity of the same tokens, (c) the far attention mass.")
+                  "over seeds, one row of panels per group of arms (baselines and other methods, random rotations, "
+                  "learned token angles, the author's variants of them; RoPE, thin and without band, in every other "
+                  "row for comparison), arms named as in probes/REPORT.md: (a) all positions of each window, (b) the "
+                  "last train-length segment of each window against the 1x perplexity of the same tokens, (c) the far "
+                  "attention mass.")
 
 
 def probes_spec() -> FigureSpec:
@@ -198,12 +225,14 @@ def probes_spec() -> FigureSpec:
     return FigureSpec("fig6_probes", PROBES_SUMMARY)
 
 
-THEORY_SUMMARY = ("accum's theory against the trained probes (probes/bridge.py): far attention mass versus evaluation "
-                  "length, measured (solid, mean and 95% band over seeds) against (a) the prediction from each head's step "
-                  "law and 1x query/key statistics (dashed) and (b) the C3 transfer row extrapolated from the head's own 2x "
-                  "attention (dashed); (c) predicted mixing window W_pred = sum_{n<L} C(n)^2 against the measured 90% "
-                  "attention window, one point per head and seed; (d) the law-based degradation against the measured "
-                  "perplexity growth, one point per arm.")
+THEORY_SUMMARY = ("accum's theory against the trained probes (probes/bridge.py), one row of panels per group of arms "
+                  "(as in figure 6): far attention mass versus evaluation length, measured (solid, mean and 95% band "
+                  "over seeds) against (a) the prediction from each head's step law and 1x query/key statistics (dashed) "
+                  "and (b) the C3 transfer row extrapolated from the head's own 2x attention (dashed), dotted verticals "
+                  "at the judged lengths; (c) predicted mixing window W_pred = sum_{n<L} C(n)^2 against the measured 90% "
+                  "attention window, one point per head and seed (descriptive, not judged); (d) the degradation order: "
+                  "each arm's rank by the law-based degradation D against its rank by the measured perplexity growth, "
+                  "with both orders' Spearman verdicts (every arm; without ALiBi).")
 
 
 def theory_spec() -> FigureSpec:

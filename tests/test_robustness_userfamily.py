@@ -110,17 +110,23 @@ def test_good_user_family_from_the_current_folder_runs_and_is_reported(kind, ver
     assert json.loads(captured.out)["n"] == 10
 
 
-def test_expanding_user_family_is_checked_and_verified_without_a_traceback(tmp_path, monkeypatch, capsys):
-    """1.5 I: no first-moment gap, not norm-bounded, so no claim applies; check says why (exit 1), and verify says
-    that nothing was verified rather than PASS over no evidence."""
+def test_expanding_user_family_is_checked_and_refused_by_verify(tmp_path, monkeypatch, capsys):
+    """1.5 I: no first-moment gap, not norm-bounded, so no claim applies; check says why (exit 1), and verify
+    refuses it (exit 2) in one line naming --family, the failed conditions and each claim's reason, with nothing on
+    stdout and no --json written -- not a report that exits 0 over no evidence."""
     monkeypatch.chdir(tmp_path)
     family = write_module(tmp_path, "fam_expanding", BODIES["expanding"])
     assert main(["check", family, "--samples", "100"]) == 1
     out = capsys.readouterr().out
     assert "C4 does not apply: steps can expand norms" in out and "spectral-gap condition: FAILS" in out
-    assert main(["verify", "--quick", "--family", family, "--workers", "1"]) == 0
-    out = capsys.readouterr().out
-    assert "NOTHING VERIFIED" in out and "report PASS" not in out and "C4 not run: steps can expand norms" in out
+    assert main(["verify", "--quick", "--family", family, "--workers", "1", "--json", "r.json"]) == 2
+    captured = capsys.readouterr()
+    err = [line for line in captured.err.splitlines() if line.startswith("accum verify: error:")]
+    assert captured.out == "" and len(err) == 1, captured
+    assert f"--family {family} (dim=4): no claim C1-C6 applies, nothing to verify" in err[0]
+    assert "conditions failed: norm-bounded (estimate 1.5), first-moment-gap (estimate 1.5" in err[0]
+    assert "C5: steps can expand norms" in err[0] and "C2, C3, C6: needs C1" in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix != ".py" and p.name != "__pycache__") == []
 
 
 def test_checked_family_is_the_users_family_to_the_engine(tmp_path, monkeypatch):

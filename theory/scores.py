@@ -36,6 +36,15 @@ def far_variance(q_norm: float, k_norm: float, d: int) -> float:
     return (q_norm * k_norm) ** 2 / d
 
 
+def far_score_density(s: Any, q_norm: float, k_norm: float, d: int) -> np.ndarray:
+    """C4's far-score law N(0, v), v = |q|^2 |k|^2 / d (``far_variance``), as a density at s:
+    exp(-s^2 / (2 v)) / sqrt(2 pi v).  The law far scores concentrate to (paper, C4); exact in the limit of many
+    steps for Haar-like mixing, not at a finite offset."""
+    v = far_variance(q_norm, k_norm, d)
+    s = np.asarray(s, dtype=float)
+    return np.exp(-s * s / (2.0 * v)) / math.sqrt(2.0 * math.pi * v)
+
+
 def block_far_variance(c: np.ndarray, psi1: np.ndarray, psi2: np.ndarray) -> float:
     """E s^2 for s = sum_b Re(c_b e^{i Theta_b}) with independent planes, psi1_b = E e^{i Theta_b}, psi2_b = E e^{2i Theta_b}.
 

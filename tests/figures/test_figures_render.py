@@ -14,7 +14,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from accum.figures import data as fig_data
-from accum.figures import plots
+from accum.figures import probeplots
 from accum.figures.cli import add_figures
 from accum.figures.make import make_figures, probes_figure, read_probe_sweep, save_figure
 from accum.figures.specs import figure_specs, probes_spec
@@ -175,7 +175,7 @@ def test_job_seed_follows_root_seed_and_config():
 def test_style_does_not_leak(quick_run):
     before = dict(matplotlib.rcParams)
     synthetic = synthetic_sweep(("rope",))
-    plots.fig_probes(synthetic)
+    probeplots.fig_probes(synthetic)
     assert dict(matplotlib.rcParams) == before
     assert matplotlib.get_backend().lower() == "agg"
 
@@ -211,9 +211,10 @@ def test_extra_family_is_drawn_beside_the_builtins_with_estimated_theory(tmp_pat
     options; its theory curves come from the moment operators (named as estimated in the caption's source), and a
     quantity with no generic theory (near weight) is a caption note, not a failure."""
     from accum.figures.make import measured_figure
-    from accum.figures.specs import EXTRA_SERIES, ExtraFamily
+    from accum.figures.cli import extra_family
+    from accum.figures.specs import EXTRA_SERIES
 
-    extra = ExtraFamily("accum.simulations.examples:SignedPermutation", {"dim": 8})
+    extra = extra_family("accum.simulations.examples:SignedPermutation", ["dim=8"])
     specs = figure_specs(True, extra)
     plain = {s.name: len(s.jobs) for s in figure_specs(True)}
     added = {s.name: len(s.jobs) - plain[s.name] for s in specs}

@@ -89,3 +89,24 @@ def test_union_bound_holds_by_monte_carlo():
     exceed = (np.abs(u1).max(axis=1) > scores.far_threshold_exact(d, n, delta)).astype(float)
     k = z_threshold(BUDGET, 1)
     assert exceed.mean() - k * exceed.std(ddof=1) / math.sqrt(exceed.size) <= delta
+
+
+@pytest.mark.parametrize("q_norm, k_norm, d", [(1.0, 1.0, 4), (0.7, 2.0, 16), (1.3, 0.4, 257)])
+def test_far_score_density_is_the_c4_gaussian(q_norm, k_norm, d):
+    """N(0, |q|^2 |k|^2 / d): scipy's normal density, total mass 1 and second moment far_variance by quadrature, and
+    for Haar at large d close to the exact law of |q||k| u_1 (density prop. to (1 - u^2)^((d-3)/2))."""
+    from scipy.stats import norm
+
+    v = scores.far_variance(q_norm, k_norm, d)
+    s = np.linspace(-3, 3, 61) * math.sqrt(v)
+    np.testing.assert_allclose(scores.far_score_density(s, q_norm, k_norm, d), norm.pdf(s, scale=math.sqrt(v)),
+                               rtol=1e-12)
+    dens = lambda x: float(scores.far_score_density(x, q_norm, k_norm, d))
+    assert integrate.quad(dens, -np.inf, np.inf)[0] == pytest.approx(1.0, abs=1e-10)
+    assert integrate.quad(lambda x: x * x * dens(x), -np.inf, np.inf)[0] == pytest.approx(v, rel=1e-9)
+    if d > 100:  # the exact Haar law, scaled by r = |q||k|: total variation to the Gaussian is O(1/d)
+        r = q_norm * k_norm
+        z = integrate.quad(lambda u: (1 - u * u) ** ((d - 3) / 2), -1, 1)[0]
+        exact = lambda x: (1 - (x / r) ** 2) ** ((d - 3) / 2) / (z * r)
+        tv = 0.5 * integrate.quad(lambda x: abs(exact(x) - dens(x)), -r, r, points=[0.0], limit=200)[0]
+        assert tv < 2.0 / d
