@@ -222,5 +222,6 @@ MAX_THREADS = 256
 REPOSITORY = Path(__file__).resolve().parent.parent
 #: the committed CPU sweep, found from this file (not the current folder), so the default works anywhere
 DEFAULT_SWEEP = REPOSITORY / "probes" / "results" / "cpu" / "sweep.json"
-#: every committed sweep `accum probe report` prints by default: the C7 arms, then the family arms
-DEFAULT_SWEEPS = (DEFAULT_SWEEP, DEFAULT_SWEEP.parent.parent / "cpu_families" / "sweep.json")
+#: every committed sweep `accum probe report` prints by default: the C7 arms, the family arms, the author's setup
+DEFAULT_SWEEPS = (DEFAULT_SWEEP, *(DEFAULT_SWEEP.parent.parent / name / "sweep.json"
+                                   for name in ("cpu_families", "cpu_author")))
