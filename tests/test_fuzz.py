@@ -75,6 +75,7 @@ SIGNAL_CASES = [(name, rng.choice([signal.SIGINT, signal.SIGTERM]), round(rng.un
                 for name in sorted(LONG)]
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("name, sig, delay", SIGNAL_CASES, ids=[f"{n}-{s.name}-{d}s" for n, s, d in SIGNAL_CASES])
 def test_a_signal_at_a_random_moment_ends_any_command_in_one_line(name, sig, delay, tmp_path):
     """The signal lands somewhere in start-up (imports: up to seconds for torch) or the work.  (Before 0.3 s the
@@ -229,12 +230,13 @@ def test_a_user_familys_prints_go_to_stderr(user_families):
     assert rc == 0 and json.loads(out)["n"] == 4 and "a line from the family" in err
 
 
-def test_verify_on_an_overflowing_family_is_the_one_line_of_measure(user_families):
+def test_an_overflowing_family_is_one_line_in_measure_and_verify(user_families):
+    """measure runs it until its numbers overflow; verify refuses it first: expanding steps meet no claim's conditions."""
     rc, _, err = run_main(["measure", "coherence", "--family", "fuzzfams:Expanding", "--opt", "steps=8", "--opt",
                            "samples=4"], user_families)
     assert_one_line(rc, err, "fuzzfams:Expanding", "not finite")
     rc, _, err = run_main(["verify", "--family", "fuzzfams:Expanding", "--workers", "1"], user_families)
-    assert_one_line(rc, err, "family fuzzfams:Expanding (dim=4)", "not finite")
+    assert_one_line(rc, err, "--family fuzzfams:Expanding (dim=4)", "no claim", "||A|| <= 1")
 
 
 def test_angles_and_dense_steps_get_a_size_rule_and_identical_steps_are_not_dependent(user_families):

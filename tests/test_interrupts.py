@@ -19,6 +19,8 @@ import pytest
 from accum.interrupts import ours, safe_point, standard_library
 from conftest import ENV, exit_after_signal
 
+pytestmark = pytest.mark.serial  # latencies held to 1 s: run alone (make test)
+
 WATCH_IMPORTS = """
 import os, signal, sys, time
 from accum.interrupts import SignalPolicy, inside_native_import

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 BENCH = {"BENCH_DIM": "4", "BENCH_FAR": "256", "BENCH_SAMPLES": "2", "BENCH_CHUNK": "64"}
 ARMS = ["nope", "slow"]
 # tiny sizes for the gpu preset: nope/seed0 (500 steps, about 2 s) finishes first, and the "slow" variant's
-# million steps make sure the sweep's 45 s box ends the sweep whatever the machine's speed
+# million steps make sure the sweep's 30 s box ends the sweep whatever the machine's speed
 TINY = ("--seq-len 8 --batch-size 2 --d-model 8 --n-heads 2 --n-layers 1 --steps 500 --warmup 1 --checkpoint-every 5 "
         "--data-source stdlib --tokenizer char --multipliers 1 2 --n-tokens 64 --chunk 8 --analysis-windows 1")
 
@@ -47,7 +47,7 @@ def dry_run(tmp_path_factory):
                              "--data-source", "stdlib", "--tokenizer", "char"]) == 0
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp), "OUT": str(tmp / "out"), "PYTHON": sys.executable,
            "BUNDLE": str(bundle), "WORK": str(tmp / "work"), "DEVICE": "cpu", "THREADS": "1", "DEADLINE_S": "300",
-           "PACK_RESERVE_S": "10", "ARMS": " ".join(ARMS), "SWEEP_BOX_S": "45", "RESUME_FROM": "",
+           "PACK_RESERVE_S": "10", "ARMS": " ".join(ARMS), "SWEEP_BOX_S": "30", "RESUME_FROM": "",
            "SWEEP_ARGS": TINY + " --variant slow arm=rope steps=1000000", "PYTHONPATH": str(block_dask(tmp / "blocked")), **BENCH}
     proc = subprocess.run(["bash", str(REPO / "probes" / "gpu_session.sh")], env=env, cwd=REPO, capture_output=True,
                           text=True, timeout=400)
