@@ -369,7 +369,7 @@ def verdict_summary(sweep: dict, config: SweepConfig, label: str) -> str:
     paper_rows = [r for r in rows if r.get("form") == "paper"]
     if paper_rows:
         level = next(r["level"] for r in paper_rows if "level" in r)
-        lines += [f"Paper-form claims at {m}x (declared after the first look; one family-wise level over "
+        lines += [f"Paper-form claims at {m}x (as the paper states them; one family-wise level over "
                   f"{sum('level' in r for r in paper_rows)} rows, each interval at {100 * level:.4g}% over seeds and "
                   "text; d, its interval, where the rule stopped):", ""]
         lines += [f"- {r['claim']} ({r['statement']}): **{r['verdict']}**" for r in paper_rows if "level" not in r]

@@ -74,7 +74,7 @@ def paper_table(rows: list[dict]) -> list[str]:
         return []
     r0 = judged[0]
     alpha = len(judged) * len(r0["looks"]) * (1 - r0["level"])
-    lines = ["", f"Paper-form claims (declared after the first look; {len(judged)} rows, one family-wise level "
+    lines = ["", f"Paper-form claims (as the paper states them; {len(judged)} rows, one family-wise level "
              f"{alpha:.3g} split over rows and looks: each interval at {100 * r0['level']:.4g}%, judged at "
              f"{', '.join(map(str, r0['looks']))} seeds; d over all positions at the longest length; interval over "
              "seeds and text blocks, Satterthwaite df):", "",
