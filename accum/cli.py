@@ -143,11 +143,12 @@ def quiet_stdout() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run ``accum ARGV`` (default ``sys.argv[1:]``) and return its exit status.  Called without ``argv`` it is the
     process's entry point: a signal after the command has finished, while the process exits, is then ignored."""
-    policy = SignalPolicy().install()  # first of all (accum.interrupts): start-up is interrupted as the work is
     process = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv and not argv[0].startswith("-") else None
     prefix = "accum" if command is None else f"accum {command}"
+    # first of all (accum.interrupts): start-up is interrupted as the work is; the process may end at once
+    policy = SignalPolicy(exit_line=f"{prefix}: interrupted" if process else None).install()
     interrupted = False
     try:
         status = run_reporting_errors(argv, prefix)

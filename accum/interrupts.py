@@ -10,6 +10,13 @@ extension swallows it and the signal is lost.
 The policy (``SignalPolicy``):
 
 * The handler records the first signal's number (the exit status is 128 + it: 130 for SIGINT, 143 for SIGTERM).
+* As the process's own policy (``exit_line`` given: the ``accum`` command, not a test calling ``main``), a signal
+  that lands where raising is unsafe (below) ends the process at once (``os._exit``), with that one line on stderr,
+  unless some code holds interrupts (``holding_interrupts``: a process pool whose workers must be stopped, a command
+  that reports what it kept).  Before ending, it removes the scratch paths registered by the code running
+  (``scratch_paths``: a result's temporary file, the folders made for it), so nothing is left.  Waiting for the
+  unsafe stretch to end instead took up to 2 s at load: torch's ``_C`` initialisation, which hosts most of torch's
+  import, in the first second of a command or at torch's first use.
 * It raises ``KeyboardInterrupt`` only at a safe point (``safe_point``): where no native frame can lie between the
   interrupted frame and accum's own code, and the frame is not itself inside a native call.  A handler also runs
   inside native code that checks for signals (``PyErr_CheckSignals``: C++ waiting, reading, calling back), where
@@ -192,9 +199,12 @@ class SignalPolicy:
     """SIGINT and SIGTERM handled by the policy of the module docstring while installed (``install`` ..
     ``uninstall``); ``signum`` is the first signal received (None before one)."""
 
-    def __init__(self, recheck_s: float = RECHECK_S) -> None:
+    def __init__(self, recheck_s: float = RECHECK_S, exit_line: str | None = None) -> None:
         self.recheck_s = recheck_s
+        self.exit_line = exit_line
         self.signum: int | None = None
+        self.holds = 0
+        self.scratch: list[list[str]] = []
         self._lock = _thread.allocate_lock()
         self._active = False
         self._tracing = False
@@ -228,7 +238,8 @@ class SignalPolicy:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         """The signal handler: record; raise ``KeyboardInterrupt`` if this is a safe point outside native code, else
-        trace the main thread to raise it at the next safe line (module docstring)."""
+        end the process at once where nothing holds interrupts (``exit_line``), else trace the main thread to raise
+        it at the next safe line (module docstring)."""
         if self.signum is None:
             self.signum = signum
             _thread.start_new_thread(self._redeliver, ())
@@ -237,12 +248,26 @@ class SignalPolicy:
         if safe_point(frame) and (between_bytecodes(frame) or standard_library(frame.f_code)):
             self._stop_tracing(frame)
             raise KeyboardInterrupt
+        if self.exit_line is not None and self.holds == 0:
+            self._exit_at_once()
         if not self._tracing:
             self._tracing = True
             sys.settrace(self._trace_call)
             while frame is not None:
                 frame.f_trace = self._trace_line
                 frame = frame.f_back
+
+    def _exit_at_once(self) -> None:
+        """Remove the registered scratch paths (files, then the folders made for them, where empty), write
+        ``exit_line`` to stderr and end the process with the signal's status; no Python cleanup runs."""
+        for paths in self.scratch:
+            for path in paths:
+                try:
+                    (os.rmdir if os.path.isdir(path) else os.unlink)(path)
+                except OSError:
+                    pass
+        os.write(2, f"{self.exit_line}\n".encode())
+        os._exit(self.status)
 
     def _trace_call(self, frame: FrameType, event: str, arg: object) -> object:
         """``sys.settrace`` function: trace the lines of the new frames that can be safe points themselves, accum's
@@ -280,3 +305,43 @@ class SignalPolicy:
         if self.signum is not None and isinstance(getattr(unraisable, "exc_value", None), KeyboardInterrupt):
             return
         self._previous_hook(unraisable)
+
+
+def installed_policy() -> SignalPolicy | None:
+    """The ``SignalPolicy`` whose handler is installed for SIGTERM in this process, if any (the process's signal
+    dispositions are where the policy lives: no module state)."""
+    owner = getattr(_signal.getsignal(_signal.SIGTERM), "__self__", None)
+    return owner if isinstance(owner, SignalPolicy) else None
+
+
+class holding_interrupts:
+    """``with holding_interrupts():`` code whose interrupt must run Python cleanup (stop pool workers, report what was
+    kept): inside, a signal is always raised as ``KeyboardInterrupt`` at a safe point, never ends the process at
+    once.  Nothing without an installed policy (library use)."""
+
+    def __enter__(self) -> None:
+        self.policy = installed_policy()
+        if self.policy is not None:
+            self.policy.holds += 1
+
+    def __exit__(self, *exc: object) -> None:
+        if self.policy is not None:
+            self.policy.holds -= 1
+
+
+class scratch_paths:
+    """``with scratch_paths(path, ...):`` paths that exist only while the block runs (a temporary file, then the
+    folders made for it, deepest first): if a signal ends the process at once inside the block, they are removed
+    first (a folder only if empty).  Nothing without an installed policy (library use)."""
+
+    def __init__(self, *paths: str | os.PathLike) -> None:
+        self.paths = [os.fspath(path) for path in paths]
+
+    def __enter__(self) -> None:
+        self.policy = installed_policy()
+        if self.policy is not None:
+            self.policy.scratch.append(self.paths)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.policy is not None:
+            self.policy.scratch.remove(self.paths)

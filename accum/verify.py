@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from accum.interrupts import holding_interrupts
 from accum.runtime import Interrupted
 from accum.simulations.params import ParamError, check_int, check_seed, float_option, integer_option, parse_assignments
 from accum.simulations.results import check_output_path, make_output_dir, make_record, reserve_output
@@ -219,8 +220,9 @@ def run_calibrate(args: argparse.Namespace, workers: int, json_out: Any) -> int:
     with connect(args.scheduler) if args.scheduler else contextlib.nullcontext() as client:
         cache = None if args.cache is None else make_output_dir(args.cache, "--cache")
         try:
-            result = calibrate(args.preset, args.calibrate, args.seed, args.budget, workers, client, progress=not args.no_progress,
-                               cache=cache, only=args.only)
+            with holding_interrupts():  # an interrupt reports what was kept (accum.interrupts)
+                result = calibrate(args.preset, args.calibrate, args.seed, args.budget, workers, client,
+                                   progress=not args.no_progress, cache=cache, only=args.only)
         except KeyboardInterrupt:
             if cache is None:
                 raise

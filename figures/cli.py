@@ -12,6 +12,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
+from accum.interrupts import holding_interrupts
 from accum.runtime import Interrupted
 from accum.simulations.params import ParamError, check_seed, integer_option, parse_assignments
 from accum.simulations.results import ResultError, check_output_path, prove_writable_dirs
@@ -63,9 +64,10 @@ def run_figures(args: argparse.Namespace) -> int:
     extra = extra_family(args.family, args.param)
     prove_writable_dirs({"--out": args.out, "--results": args.results})  # a test file in each, nothing left
     try:
-        outcomes = make_figures(args.out, args.results, quick=args.quick, seed=seed,
-                                probes=args.probes or DEFAULT_PROBES, workers=workers, progress=not args.no_progress,
-                                extra=extra)
+        with holding_interrupts():  # an interrupt reports what was kept (accum.interrupts)
+            outcomes = make_figures(args.out, args.results, quick=args.quick, seed=seed,
+                                    probes=args.probes or DEFAULT_PROBES, workers=workers,
+                                    progress=not args.no_progress, extra=extra)
     except DataError as err:
         print(f"accum figures: {err}", file=sys.stderr)
         return 1

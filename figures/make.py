@@ -17,6 +17,7 @@ from typing import Iterator, Sequence
 import matplotlib
 from matplotlib.figure import Figure
 
+from accum.interrupts import scratch_paths
 from accum.simulations.inputs import InputError, loads_json, read_text
 from accum.simulations.results import ResultError
 
@@ -50,10 +51,11 @@ def atomic_output(path: Path) -> Iterator[Path]:
     permissions (umask), unlike ``tempfile.mkstemp``'s private 0600."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
     try:
-        yield tmp
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        with scratch_paths(tmp):  # removed if a signal ends the process at once (accum.interrupts)
+            yield tmp
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
 

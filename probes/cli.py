@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from accum.interrupts import holding_interrupts
 from accum.probes import stats, tables
 from accum.probes.evaluate import EvalConfig
 from accum.probes.io import json_text, read_json
@@ -327,8 +328,9 @@ def run_probe_sweep(args: argparse.Namespace, device: str) -> None:
         print(f"{label}: {'failed: ' + str(outcome) if failed else 'done'}", file=sys.stderr, flush=True)
 
     try:
-        res = run_sweep(cfg, out, cache_dir=args.data_dir, device=device, threads=args.threads, workers=workers,
-                        client=client, redesign=args.redesign, on_run=on_run)
+        with holding_interrupts():  # an interrupt reports what was kept (accum.interrupts)
+            res = run_sweep(cfg, out, cache_dir=args.data_dir, device=device, threads=args.threads, workers=workers,
+                            client=client, redesign=args.redesign, on_run=on_run)
     except KeyboardInterrupt:  # every finished run is on disk already; the ones in flight resume from checkpoints
         kept = sum(len(r) for r in finished_runs(cfg, out).values())
         raise Interrupted(f"interrupted; {kept} finished runs kept in {out}") from None

@@ -35,6 +35,7 @@ import tokenizers
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from accum.interrupts import scratch_paths
 from accum.simulations.inputs import read_text
 from accum.simulations.params import check_int, field_error
 
@@ -133,9 +134,7 @@ def extract_texts(archive: Path, dest: Path, pattern: re.Pattern) -> list[Path]:
     for name, data in sorted(texts.items()):
         path = dest / name
         if not path.exists() or path.read_bytes() != data:
-            tmp = path.with_suffix(path.suffix + ".tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
+            _write_bytes(path, data)
         paths.append(path)
     return paths
 
@@ -358,8 +357,9 @@ def _write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        with scratch_paths(tmp):  # removed if a signal ends the process at once (accum.interrupts)
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from accum.interrupts import scratch_paths
 from accum.simulations.inputs import InputError, loads_json, read_text
 
 
@@ -43,11 +44,11 @@ def write_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     try:
-        with open(tmp, "wb") as f:
+        with scratch_paths(tmp), open(tmp, "wb") as f:  # removed if a signal ends the process at once
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+            os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from accum.interrupts import holding_interrupts
 from accum.runtime import Interrupted
 
 from .families import FAMILIES
@@ -127,7 +128,8 @@ def add_sweep(sub: argparse._SubParsersAction) -> None:
 def run_sweep(args: argparse.Namespace) -> int:
     """``accum sweep`` (``sweep.run_command``); on Ctrl-C, ``Interrupted`` saying how many jobs are kept where."""
     try:
-        return run_sweep_command(args)
+        with holding_interrupts():  # an interrupt reports what was kept (accum.interrupts)
+            return run_sweep_command(args)
     except KeyboardInterrupt:
         raise Interrupted(kept_jobs(args.grid, args.out)) from None
 

@@ -23,6 +23,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from accum.interrupts import scratch_paths
+
 from .inputs import InputError, loads_json, read_text
 from .params import ParamError
 
@@ -192,7 +194,8 @@ def reserve_output(path: str | os.PathLike, option: str) -> Iterator[ReservedOut
         raise ParamError(f"{option} {path}: cannot write there ({err.strerror or err})") from None
     out = ReservedOutput(path, fd, Path(tmp))
     try:
-        yield out
+        with scratch_paths(tmp, *created):  # removed if a signal ends the process at once (accum.interrupts)
+            yield out
     finally:
         out.close()
         Path(tmp).unlink(missing_ok=True)
@@ -217,8 +220,9 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     out = ReservedOutput(path, fd, Path(tmp))
     try:
-        os.chmod(tmp, 0o644)
-        out.write_text(text)
+        with scratch_paths(tmp):
+            os.chmod(tmp, 0o644)
+            out.write_text(text)
     except BaseException:
         out.close()
         Path(tmp).unlink(missing_ok=True)

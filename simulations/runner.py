@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator
 
 from tqdm import tqdm
 
+from accum.interrupts import holding_interrupts
 from accum.runtime import thread_environment
 
 from .params import ParamError
@@ -115,7 +116,7 @@ def pool_outcomes(fn: Callable[[Any], Any], items: list, workers: int) -> Iterat
 
     Workers ignore SIGINT; when the parent stops early (Ctrl-C, or its consumer stops reading) the jobs in
     flight are abandoned: the worker processes are terminated rather than waited for."""
-    with single_thread_env():
+    with single_thread_env(), holding_interrupts():  # the workers are stopped on an interrupt (accum.interrupts)
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                                    initializer=pool_worker_init)
         try:
