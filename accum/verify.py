@@ -162,7 +162,20 @@ def check_options(args: argparse.Namespace) -> None:
         if unknown:
             raise ParamError(f"--only: no check {unknown[0]!r} in the {args.preset} report; its checks: {', '.join(names)}")
     if args.cache is not None:
-        check_output_path(args.cache, "--cache", directory=True)
+        check_cache_folder(Path(check_output_path(args.cache, "--cache", directory=True)))
+
+
+def check_cache_folder(folder: Path) -> None:
+    """A ``--cache`` folder is new, empty or a cache: it holds only JSON records (``<sha256 of key>.json``, written by
+    ``report.save_keyed``) and hidden files; anything else (a probe run's weights, a sub-folder) means another
+    command's folder, which the cache would fill with its records: ``ParamError`` naming the first such entry."""
+    if not folder.is_dir():
+        return
+    foreign = sorted(p.name for p in folder.iterdir()
+                     if not p.name.startswith(".") and not (p.suffix == ".json" and p.is_file() and not p.is_symlink()))
+    if foreign:
+        raise ParamError(f"--cache {folder}: holds {foreign[0]!r}, which no cache writes (a cache holds only the JSON "
+                         "records of verify's checks or reports); give a new or empty folder, or a cache")
 
 
 def run_verify(args: argparse.Namespace) -> int:

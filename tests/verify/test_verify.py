@@ -358,6 +358,22 @@ def test_calibration_with_a_cache_resumes_and_extends(monkeypatch, capsys, tmp_p
     assert cached["rows"] == plain["rows"] and cached["failures"] == plain["failures"] and cached["runs"] == 3
 
 
+@pytest.mark.parametrize("calibrate", [[], ["--calibrate", "1"]])
+@pytest.mark.parametrize("entry", ["model.safetensors", "checkpoint.pt", "sub/"])
+def test_a_cache_folder_of_another_command_is_refused_untouched(capsys, tmp_path, entry, calibrate):
+    """--cache given a folder holding what no cache writes (a probe run's weights, a sub-folder; the fuzz campaign
+    gave run folders) is refused in one line naming --cache and the entry, before any work, and nothing is added."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "eval.json").write_text("{}")
+    (folder / entry).mkdir() if entry.endswith("/") else (folder / entry).write_bytes(b"\0" * 8)
+    before = sorted(p.name for p in folder.iterdir())
+    assert cli.main(["verify", "--quick", *calibrate, "--workers", "1", "--cache", str(folder)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--cache" in err[0] and repr(entry.rstrip("/")) in err[0], err
+    assert sorted(p.name for p in folder.iterdir()) == before
+
+
 @pytest.mark.parametrize("argv, flag", [
     (["--calibrate", "0"], "--calibrate"), (["--calibrate", "2", "--family", "haar"], "--family"),
     (["--workers", "0"], "--workers"), (["--workers", "2", "--scheduler", "tcp://h:1"], "--scheduler"), (["--param", "dim=4"], "--param"), (["--budget", "2"], "--budget"),
