@@ -266,6 +266,35 @@ def startup_window(script: str, tries: int = 6, step_ms: int = 5, max_ms: int = 
             print(f"{sig.name} {ms} ms: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n), flush=True)
 
 
+def case_files(folder: Path) -> dict[str, str]:
+    """Fill a case's empty ``folder``: the user families (fz.py), two grids and the special input files; the latter
+    by name (``special_files``)."""
+    (folder / "fz.py").write_text(USER_FAMILIES)
+    (folder / "grid.toml").write_text('quantity = "coherence"\nroot_seed = 1\nseeds = 1\noutput = "res"\n'
+                                      '[options]\nsteps = 4\nsamples = 8\n[[family]]\nname = "householder"\n')
+    (folder / "long.toml").write_text('quantity = "coherence"\nroot_seed = 1\nseeds = 4\noutput = "res"\n'
+                                      '[options]\nsamples = [2000, 200000000]\n[[family]]\nname = "haar"\n'
+                                      'dim = [8, 64]\n')
+    return special_files(folder)
+
+
+def rerun_failures(path: str, latency: float) -> int:
+    """Run again, as they first ran (same argv, signal and delay, a fresh folder), the failed cases of the campaign
+    saved at ``path`` (``--json``): each case's new outcome printed; 1 if any fails still."""
+    failed = [o for o in json.loads(Path(path).read_text()) if o["failure"]]
+    still = 0
+    for o in failed:
+        sig = signal.Signals[o["signal"]] if o["signal"] else signal.SIGINT
+        with tempfile.TemporaryDirectory(prefix="fuzz.") as tmp:
+            case_files(Path(tmp))
+            failure = run_case(o["kind"], o["argv"], Path(tmp), o["delay"], sig, 30.0, latency)
+        still += failure is not None
+        print(f"case {o['case']} {o['kind']} {o['argv']} delay={o['delay']}: was {o['failure']!r}, now "
+              f"{failure or 'passes'}", flush=True)
+    print(f"{len(failed)} failed cases run again: {still} fail still")
+    return 1 if still else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=600)
@@ -277,7 +306,10 @@ def main() -> int:
     parser.add_argument("--accum", default=str(Path(sys.executable).with_name("accum")),
                         help="the installed accum script --startup-window starts (default: the one beside this Python)")
     parser.add_argument("--tries", type=int, default=6, help="signals per delay (--startup-window)")
+    parser.add_argument("--rerun", metavar="JSON", help="only run again the failed cases of a campaign's --json")
     args = parser.parse_args()
+    if args.rerun:
+        return rerun_failures(args.rerun, args.latency)
     if args.startup_window:
         startup_window(args.accum, args.tries)
         return 0
@@ -288,13 +320,7 @@ def main() -> int:
         kind = rng.choice(kinds)
         with tempfile.TemporaryDirectory(prefix="fuzz.") as tmp:
             folder = Path(tmp)
-            (folder / "fz.py").write_text(USER_FAMILIES)
-            (folder / "grid.toml").write_text('quantity = "coherence"\nroot_seed = 1\nseeds = 1\noutput = "res"\n'
-                                              '[options]\nsteps = 4\nsamples = 8\n[[family]]\nname = "householder"\n')
-            (folder / "long.toml").write_text('quantity = "coherence"\nroot_seed = 1\nseeds = 4\noutput = "res"\n'
-                                              '[options]\nsamples = [2000, 200000000]\n[[family]]\nname = "haar"\n'
-                                              'dim = [8, 64]\n')
-            files = special_files(folder)
+            files = case_files(folder)
             delay, sig = None, rng.choice([signal.SIGINT, signal.SIGTERM])
             if kind == "argv":
                 argv = argv_case(rng)
