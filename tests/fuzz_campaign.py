@@ -2,6 +2,7 @@
 
     python tests/fuzz_campaign.py --cases 600 --seed 1 [--json FILE]
     python tests/fuzz_campaign.py --startup-window
+    python tests/fuzz_campaign.py --rerun FILE      # the failed cases of a saved campaign, run again
 
 Each case is one ``accum`` command in a fresh empty folder, in a subprocess (as a user runs it):
 
