@@ -60,7 +60,8 @@ def threads_requested(argv: Sequence[str]) -> int:
             value = following
         elif token.startswith("--threads="):
             value = token.partition("=")[2]
-    valid = value is not None and value.isascii() and value.isdigit() and 1 <= int(value) <= MAX_THREADS
+    valid = (value is not None and value.isascii() and value.isdigit() and len(value.lstrip("0")) <= len(str(MAX_THREADS))
+             and 1 <= int(value) <= MAX_THREADS)  # the length first: int() refuses over 4300 digits
     return int(value) if valid else DEFAULT_THREADS
 
 

@@ -22,6 +22,8 @@ from accum.runtime import DEFAULT_THREADS, THREAD_VARIABLES, thread_environment,
     (["measure", "--threads", "0"], DEFAULT_THREADS),                    # out of range: refused later
     (["measure", "--threads", "٣"], DEFAULT_THREADS),                    # not ASCII: refused later
     (["measure", "--", "--threads", "3"], DEFAULT_THREADS),              # after "--" it is no option
+    (["bench", "--threads", "1" * 5000], DEFAULT_THREADS),               # over int()'s 4300 digits (fuzz seed 11)
+    (["bench", "--threads", "0" * 30 + "2"], 2),                         # leading zeros, as the parser reads it
 ])
 def test_threads_requested_reads_the_count_before_any_parser(argv, threads):
     assert threads_requested(argv) == threads
