@@ -60,8 +60,9 @@ def threads_requested(argv: Sequence[str]) -> int:
             value = following
         elif token.startswith("--threads="):
             value = token.partition("=")[2]
-    valid = (value is not None and value.isascii() and value.isdigit() and len(value.lstrip("0")) <= len(str(MAX_THREADS))
-             and 1 <= int(value) <= MAX_THREADS)  # the length first: int() refuses over 4300 digits
+    valid = (value is not None and value.isascii() and value.isdigit()
+             and len(value.lstrip("0")) <= len(str(MAX_THREADS))  # before int(), which refuses over 4300 digits
+             and 1 <= int(value) <= MAX_THREADS)
     return int(value) if valid else DEFAULT_THREADS
 
 
