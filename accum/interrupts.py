@@ -11,12 +11,13 @@ The policy (``SignalPolicy``):
 
 * The handler records the first signal's number (the exit status is 128 + it: 130 for SIGINT, 143 for SIGTERM).
 * As the process's own policy (``exit_line`` given: the ``accum`` command, not a test calling ``main``), a signal
-  that lands where raising is unsafe (below) ends the process at once (``os._exit``), with that one line on stderr,
-  unless some code holds interrupts (``holding_interrupts``: a process pool whose workers must be stopped, a command
-  that reports what it kept).  Before ending, it removes the scratch paths registered by the code running
-  (``scratch_paths``: a result's temporary file, the folders made for it), so nothing is left.  Waiting for the
-  unsafe stretch to end instead took up to 2 s at load: torch's ``_C`` initialisation, which hosts most of torch's
-  import, in the first second of a command or at torch's first use.
+  ends the process at once (``os._exit``), with that one line on stderr, unless some code holds interrupts
+  (``holding_interrupts``: a process pool whose workers must be stopped, a command that reports what it kept).
+  Before ending, it removes the scratch paths registered by the code running (``scratch_paths``: a result's
+  temporary file, the folders made for it), so nothing is left.  Raising instead, at a safe point (below), took up
+  to 2 s at load: waiting for torch's ``_C`` initialisation, which hosts most of torch's import, to end; or tracing
+  scipy's import to its next safe line, which the trace function itself slowed.  Only code that holds interrupts,
+  and library use (no ``exit_line``), gets the ``KeyboardInterrupt`` of the rules below.
 * It raises ``KeyboardInterrupt`` only at a safe point (``safe_point``): where no native frame can lie between the
   interrupted frame and accum's own code, and the frame is not itself inside a native call.  A handler also runs
   inside native code that checks for signals (``PyErr_CheckSignals``: C++ waiting, reading, calling back), where
@@ -237,19 +238,19 @@ class SignalPolicy:
         return exit_status(self.signum)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        """The signal handler: record; raise ``KeyboardInterrupt`` if this is a safe point outside native code, else
-        end the process at once where nothing holds interrupts (``exit_line``), else trace the main thread to raise
+        """The signal handler: record; end the process at once where nothing holds interrupts (``exit_line``); else
+        raise ``KeyboardInterrupt`` if this is a safe point outside native code, else trace the main thread to raise
         it at the next safe line (module docstring)."""
         if self.signum is None:
             self.signum = signum
             _thread.start_new_thread(self._redeliver, ())
         if not self._active or frame is None or interrupt_in_flight():
             return
+        if self.exit_line is not None and self.holds == 0:
+            self._exit_at_once()
         if safe_point(frame) and (between_bytecodes(frame) or standard_library(frame.f_code)):
             self._stop_tracing(frame)
             raise KeyboardInterrupt
-        if self.exit_line is not None and self.holds == 0:
-            self._exit_at_once()
         if not self._tracing:
             self._tracing = True
             sys.settrace(self._trace_call)
