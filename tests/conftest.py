@@ -92,13 +92,14 @@ FINGERPRINTED_ENTRIES = ("accum.simulations.measure", "accum.report_plan", "accu
 def accum_modules_loaded() -> dict[str, frozenset]:
     """{module: the ``accum`` modules loaded once it is imported} for each of ``FINGERPRINTED_ENTRIES``, imported in
     turn by one fresh interpreter (each set includes the earlier ones' modules), less the packages themselves and the
-    two modules that hold no numbers (``accum.errors``: exception types; ``accum.runtime``: progress and threads)."""
+    three modules that hold no numbers (``accum.errors``: exception types; ``accum.runtime``: progress and threads;
+    ``accum.interrupts``: the signal policy, which atomic writers tell of their temporary files)."""
     code = ("import importlib, sys\n"
             f"for name in {FINGERPRINTED_ENTRIES!r}:\n"
             "    importlib.import_module(name)\n"
             "    print(name, *sorted(m for m in sys.modules if m.startswith('accum')))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=ENV).stdout
-    skip = {"accum", "accum.errors", "accum.runtime", "accum.simulations", "accum.theory"}
+    skip = {"accum", "accum.errors", "accum.interrupts", "accum.runtime", "accum.simulations", "accum.theory"}
     return {line.split()[0]: frozenset(line.split()[1:]) - skip for line in out.splitlines()}
 
 
