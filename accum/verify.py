@@ -162,7 +162,7 @@ def check_options(args: argparse.Namespace) -> None:
         if unknown:
             raise ParamError(f"--only: no check {unknown[0]!r} in the {args.preset} report; its checks: {', '.join(names)}")
     if args.cache is not None:
-        check_cache_folder(Path(check_output_path(args.cache, "--cache", directory=True)))
+        check_cache_folder(check_output_path(args.cache, "--cache", directory=True))
 
 
 def check_cache_folder(folder: Path) -> None:

@@ -20,7 +20,6 @@ import hashlib
 import inspect
 import importlib
 import io
-import os
 import re
 import subprocess
 import sys
@@ -35,7 +34,7 @@ import tokenizers
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from accum.interrupts import scratch_paths
+from accum.probes.io import write_atomic
 from accum.simulations.inputs import read_text
 from accum.simulations.params import check_int, field_error
 
@@ -134,7 +133,7 @@ def extract_texts(archive: Path, dest: Path, pattern: re.Pattern) -> list[Path]:
     for name, data in sorted(texts.items()):
         path = dest / name
         if not path.exists() or path.read_bytes() != data:
-            _write_bytes(path, data)
+            write_atomic(path, data)
         paths.append(path)
     return paths
 
@@ -331,7 +330,7 @@ def bpe_data(text: str, val_fraction: float, vocab: int, cache_dir: Path) -> Bpe
     tok_json = read_text(json_path) if json_path.exists() else None  # a regular file of at most 64 MiB
     if tok_json is None:
         tok_json = train_bpe(train_text, vocab).to_str()
-        _write_bytes(json_path, tok_json.encode())
+        write_atomic(json_path, tok_json.encode())
     tok_sha = hashlib.sha256(tok_json.encode()).hexdigest()
     val_sha = hashlib.sha256(val_text.encode()).hexdigest()
     cached = np.load(ids_path) if ids_path.exists() else None
@@ -341,7 +340,7 @@ def bpe_data(text: str, val_fraction: float, vocab: int, cache_dir: Path) -> Bpe
         train_ids, val_ids = encode_ids(tok, train_text).numpy(), encode_ids(tok, val_text).numpy()
         buf = io.BytesIO()
         np.savez(buf, train=train_ids, val=val_ids, tokenizer_sha256=np.array(tok_sha), val_text_sha256=np.array(val_sha))
-        _write_bytes(ids_path, buf.getvalue())
+        write_atomic(ids_path, buf.getvalue())
     else:
         train_ids, val_ids = cached["train"], cached["val"]
     size = Tokenizer.from_str(tok_json).get_vocab_size()
@@ -350,19 +349,6 @@ def bpe_data(text: str, val_fraction: float, vocab: int, cache_dir: Path) -> Bpe
             "val_chars": n_val, "tokenizers_version": tokenizers.__version__}
     return BpeData(tok_json, size, torch.from_numpy(train_ids.astype(np.int64)),
                    torch.from_numpy(val_ids.astype(np.int64)), meta)
-
-
-def _write_bytes(path: Path, data: bytes) -> None:
-    """Atomic write (temporary file in the same folder, then ``os.replace``)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    try:
-        with scratch_paths(tmp):  # removed if a signal ends the process at once (accum.interrupts)
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def sample_batch(ids: torch.Tensor, batch: int, length: int, generator: torch.Generator
