@@ -26,7 +26,6 @@ import math
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Union, runtime_checkable
 
 import numpy as np
-import scipy.linalg
 
 from .conventions import rope_frequencies
 from .laws import BASE, LAWS, TORCH_LAWS, AngleLaw, TorchDraw, check_token_table, law_params, make_law
@@ -309,6 +308,8 @@ class LieWalk(BuiltinFamily):
 
     def steps(self, rng: np.random.Generator, count: int) -> np.ndarray:
         """``count`` steps (count, d, d): expm of skew matrices with N(0, sigma^2) entries above the diagonal."""
+        import scipy.linalg  # here, not at the top: only the Lie walk needs it, and its import costs ~0.4 s
+
         g = np.triu(rng.normal(0.0, self.sigma, (count, self.dim, self.dim)), 1)
         return scipy.linalg.expm(g - np.swapaxes(g, -1, -2))
 

@@ -18,7 +18,7 @@ from accum.runtime import Heartbeat
 from accum.simulations.params import ParamError, check_int, check_seed, float_option, integer_option, parse_assignments
 from accum.simulations.results import NonFiniteError, check_output_path, jsonable, make_record, reserve_output
 
-# the families and the checks (scipy.stats) are imported by ``run``, so `accum check --help` answers at once
+# the families and the checks (numpy, scipy.special) are imported by ``run``, so `accum check --help` answers at once
 
 
 #: allowed ranges of the options (inclusive): the pair operator E[A (x) A] has d^4 entries and an SVD of size d^2
