@@ -33,6 +33,14 @@ The policy (``SignalPolicy``):
   library function, which C++ may have called (torch's lazy ``__getattr__`` imports are such calls).  Nor while a
   ``KeyboardInterrupt`` is being handled (``interrupt_in_flight``: its cleanup -- temporary files removed, pool
   workers stopped -- runs undisturbed).
+* A signal that arrives while the main thread is inside one long native call (a numpy loop over a 134 MB array, a
+  BLAS product, a torch kernel: seconds on a loaded machine, with no bytecode to run the handler at) is seen at
+  once by a second thread (``_watch``): the interpreter's C-level handler writes the signal's number to a wakeup
+  pipe (``set_wakeup_fd``) that this thread waits on.  As the process's own policy, if the main thread has not
+  handled a signal ``NATIVE_GRACE_S`` later and nothing holds interrupts, this thread ends the process the same
+  way (scratch paths removed, the one line, 128 + the signal); it runs when the native call lets go of the GIL,
+  which numpy, BLAS and torch do for their long loops.  A native call that keeps the GIL (an extension module's
+  initialisation) still delays the exit to its end.
 * From the first signal on, a watcher thread re-delivers it every ``RECHECK_S`` seconds (``_thread.interrupt_main``:
   no OS signal, so no system call of native code is interrupted) until the command has ended, so a deferred
   interrupt is raised at the first safe point after the native code returns (within one or two re-deliveries: the
@@ -64,6 +72,9 @@ from types import CodeType, FrameType
 
 #: seconds between re-deliveries of a signal not yet acted on (a deferred or swallowed interrupt)
 RECHECK_S = 0.05
+#: seconds the main thread has to handle a signal before the wakeup thread ends the process (``_watch``): the
+#: handler normally runs within a millisecond; only a long native call keeps it waiting this long
+NATIVE_GRACE_S = 0.1
 #: the signals the policy handles
 SIGNALS = (_signal.SIGINT, _signal.SIGTERM)
 
@@ -207,6 +218,9 @@ class SignalPolicy:
         self.holds = 0
         self.scratch: list[list[str]] = []
         self._lock = _thread.allocate_lock()
+        self._ending = _thread.allocate_lock()
+        self._wakeup: tuple[int, int] | None = None
+        self._previous_wakeup = -1
         self._active = False
         self._tracing = False
         self._previous: dict[int, object] = {}
@@ -220,13 +234,32 @@ class SignalPolicy:
             if not (sig == _signal.SIGINT and self._previous[sig] == _signal.SIG_IGN):
                 _signal.signal(sig, self._handle)
         self._previous_hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
+        if self.exit_line is not None:
+            self._wakeup = os.pipe()
+            os.set_blocking(self._wakeup[1], False)
+            self._previous_wakeup = _signal.set_wakeup_fd(self._wakeup[1], warn_on_full_buffer=False)
+            _thread.start_new_thread(self._watch, self._wakeup)
+            os.register_at_fork(after_in_child=self._forget_wakeup)
         return self
+
+    def _forget_wakeup(self) -> None:
+        """In a forked child (no wakeup thread there): signals no longer written to the parent's wakeup pipe."""
+        if self._wakeup is not None:
+            self._wakeup = None
+            try:
+                _signal.set_wakeup_fd(-1)
+            except ValueError:  # forked from another thread than the main one: the child cannot change it
+                pass
 
     def uninstall(self, ignore: bool = False) -> None:
         """Stop re-delivering; the previous handlers back, or with ``ignore`` both signals ignored from now on (a
         process whose command has ended and only exits)."""
         with self._lock:
             self._active = False
+        if self._wakeup is not None:  # the wakeup thread woken to end (it closes the pipe)
+            _signal.set_wakeup_fd(self._previous_wakeup)
+            os.write(self._wakeup[1], b"\0")
+            self._wakeup = None
         self._stop_tracing(sys._getframe())
         for sig, handler in self._previous.items():
             _signal.signal(sig, _signal.SIG_IGN if ignore else handler)
@@ -247,7 +280,7 @@ class SignalPolicy:
         if not self._active or frame is None or interrupt_in_flight():
             return
         if self.exit_line is not None and self.holds == 0:
-            self._exit_at_once()
+            self._exit_at_once(self.signum)
         if safe_point(frame) and (between_bytecodes(frame) or standard_library(frame.f_code)):
             self._stop_tracing(frame)
             raise KeyboardInterrupt
@@ -258,17 +291,37 @@ class SignalPolicy:
                 frame.f_trace = self._trace_line
                 frame = frame.f_back
 
-    def _exit_at_once(self) -> None:
+    def _exit_at_once(self, signum: int) -> None:
         """Remove the registered scratch paths (files, then the folders made for them, where empty), write
-        ``exit_line`` to stderr and end the process with the signal's status; no Python cleanup runs."""
-        for paths in self.scratch:
+        ``exit_line`` to stderr and end the process with the status of ``signum``; no Python cleanup runs.  Done by
+        one thread only: a second caller (the handler and the wakeup thread at once) waits for the end."""
+        self._ending.acquire()
+        for paths in list(self.scratch):
             for path in paths:
                 try:
                     (os.rmdir if os.path.isdir(path) else os.unlink)(path)
                 except OSError:
                     pass
         os.write(2, f"{self.exit_line}\n".encode())
-        os._exit(self.status)
+        os._exit(exit_status(signum))
+
+    def _watch(self, read_fd: int, write_fd: int) -> None:
+        """Wakeup thread of the process's policy: read each signal number the C-level handler writes to the wakeup
+        pipe (blocking without the GIL); for SIGINT or SIGTERM, if after ``NATIVE_GRACE_S`` the main thread's handler
+        has still not run (it is inside a long native call) and nothing holds interrupts, end the process
+        (``_exit_at_once``).  Ends, closing the pipe, when the policy is uninstalled."""
+        while True:
+            got = os.read(read_fd, 1)
+            with self._lock:
+                active = self._active
+            if not got or not active:
+                break
+            if got[0] in SIGNALS:
+                time.sleep(NATIVE_GRACE_S)
+                if self._active and self.signum is None and self.holds == 0:
+                    self._exit_at_once(got[0])
+        os.close(read_fd)
+        os.close(write_fd)
 
     def _trace_call(self, frame: FrameType, event: str, arg: object) -> object:
         """``sys.settrace`` function: trace the lines of the new frames that can be safe points themselves, accum's

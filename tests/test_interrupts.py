@@ -119,6 +119,80 @@ def test_a_signal_inside_native_code_ends_the_process_at_once_removing_its_scrat
     assert list(tmp_path.iterdir()) == []
 
 
+LONG_NATIVE_CALL = """
+    import contextlib, hashlib
+    from accum.interrupts import holding_interrupts, scratch_paths
+    scratch = os.path.join({folder!r}, "half-written.tmp")
+    open(scratch, "w").close()
+    policy = SignalPolicy(exit_line={exit_line!r}).install()
+    ended = None
+    try:
+        with {hold}, scratch_paths(scratch):
+            ended = (hashlib.pbkdf2_hmac("sha256", b"x", b"salt", {iterations}), time.monotonic())[1]  # GIL released
+            spin(5)
+        print("lost")
+    except KeyboardInterrupt:
+        print("raised", "inside-call" if ended is None else "after-call", os.path.exists(scratch))
+"""
+
+
+#: PBKDF2 iterations of the long native call: 1.5-3.5 s of one core, so a signal 0.8 s after the start lands inside
+LONG_CALL = 8_000_000
+
+
+def send_during_call(body: str) -> tuple[subprocess.CompletedProcess, float]:
+    """Run ``body`` in a fresh interpreter, SIGTERM it 0.8 s after it starts (inside its long native call); its
+    outcome and the seconds from the signal to its exit."""
+    proc = subprocess.Popen([sys.executable, "-c", WATCH_IMPORTS + textwrap.dedent(body)], env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.8)
+    proc.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    out, err = proc.communicate(timeout=60)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), time.monotonic() - sent
+
+
+def test_a_signal_during_a_long_native_call_ends_the_process_within_a_second(tmp_path):
+    """The main thread is inside one native call of several seconds that releases the GIL and never checks for
+    signals (PBKDF2 in OpenSSL, as a numpy loop or a BLAS product): as the process's policy the wakeup thread ends
+    the process within a second of the SIGTERM, with the one line, status 143 and the scratch file removed.  Without
+    an ``exit_line`` (library use) the interrupt is raised only after the call."""
+    done, seconds = send_during_call(LONG_NATIVE_CALL.format(folder=str(tmp_path), exit_line="accum test: interrupted",
+                                                             hold="contextlib.nullcontext()", iterations=4 * LONG_CALL))
+    assert done.returncode == 143 and done.stdout == "" and done.stderr == "accum test: interrupted\n", done
+    assert seconds < 1.0 and list(tmp_path.iterdir()) == [], (seconds, done)
+    library, _ = send_during_call(LONG_NATIVE_CALL.format(folder=str(tmp_path), exit_line=None,
+                                                          hold="contextlib.nullcontext()", iterations=LONG_CALL))
+    assert library.returncode == 0 and library.stdout.split() == ["raised", "after-call", "True"], library
+
+
+def test_code_holding_interrupts_is_not_ended_by_the_wakeup_thread(tmp_path):
+    """Inside ``holding_interrupts`` the same signal during the long native call is raised as KeyboardInterrupt
+    after the call, so the block's own cleanup runs."""
+    done, _ = send_during_call(LONG_NATIVE_CALL.format(folder=str(tmp_path), exit_line="accum test: interrupted",
+                                                       hold="holding_interrupts()", iterations=LONG_CALL))
+    # the block's own cleanup would remove the scratch file; the policy did not
+    assert done.returncode == 0 and done.stdout.split() == ["raised", "after-call", "True"], done
+
+
+def test_a_signal_to_a_forked_child_does_not_end_the_parent():
+    """A child forked by the process (a user's family may fork) inherits the wakeup pipe's descriptor but not the
+    wakeup thread: a SIGTERM sent to the child ends the child alone."""
+    done = run_python("""
+        policy = SignalPolicy(exit_line="accum test: interrupted").install()
+        child = os.fork()
+        if child == 0:
+            spin(5)
+            os._exit(0)
+        time.sleep(0.3)
+        os.kill(child, signal.SIGTERM)
+        _, status = os.waitpid(child, 0)
+        spin(0.5)
+        print("parent alive, child", os.waitstatus_to_exitcode(status))
+    """)
+    assert done.returncode == 0 and done.stdout == "parent alive, child 143\n", done
+
+
 def test_code_holding_interrupts_gets_its_interrupt_raised_after_the_native_code(tmp_path):
     """Inside ``holding_interrupts`` (a pool to stop, a report of what was kept) the same signal waits for the end
     of the C initialisation and is raised as ``KeyboardInterrupt``, so the block's own cleanup runs."""

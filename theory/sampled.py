@@ -77,18 +77,20 @@ def split(chunks: list) -> tuple[list, list]:
 
 def step_mean_with_se(chunks: list) -> tuple[np.ndarray, np.ndarray]:
     """E_hat[A] and its entrywise standard error, (d, d) each.  The steps are made dense a few at a time
-    (``params.pieces``, counting 2 d^3 flops a step), and their sums taken a block of rows at a time
-    (``pairs.row_blocks``), so Ctrl-C is acted on between them (at d = 4096 a chunk of 7 dense steps is ~1 GB and
-    most of a second of uninterruptible numpy work; the sums of one dense step over all its rows took 0.4 s of CPU)."""
+    (``params.pieces``, counting 2 d^3 flops a step) and a block of columns at a time, A[:, J] = A I[:, J]
+    (``pairs.row_blocks``, at most ``PIECE_ELEMENTS`` entries a block), so Ctrl-C is acted on between them: at d = 4096
+    one whole dense step is 134 MB, and making it (A = I - beta w w^T on the identity) was 0.7 s of uninterruptible
+    numpy work on a loaded machine."""
     d = chunks[0].dim
+    eye = np.eye(d)
     total, squares, m = np.zeros((d, d)), np.zeros((d, d)), 0
     for c in chunks:
         for part in pieces(c.batch, 2.0 * float(d) ** 3):
-            a = c.take(part).apply(0, np.broadcast_to(np.eye(d), (part.stop - part.start, d, d)))
-            for rows in row_blocks(d, 0.0, d):
-                block = a[:, rows]
-                total[rows] += block.sum(axis=0)
-                squares[rows] += (block**2).sum(axis=0)
+            steps, count = c.take(part), part.stop - part.start
+            for cols in row_blocks(d, 0.0, count * d):
+                block = steps.apply(0, np.broadcast_to(eye[:, cols], (count, d, cols.stop - cols.start)))
+                total[:, cols] += block.sum(axis=0)
+                squares[:, cols] += (block**2).sum(axis=0)
         m += c.batch
     mean = total / m
     return mean, np.sqrt(np.maximum(squares - m * mean**2, 0.0) / (m - 1) / m)

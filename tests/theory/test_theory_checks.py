@@ -42,6 +42,20 @@ def test_step_moments_match_closed_forms():
         np.testing.assert_allclose(checks.theory_mean(fam), mean, atol=1e-15)
 
 
+@pytest.mark.parametrize("name,params", [("householder", dict(dim=5, beta=0.8)), ("haar", dict(dim=5)),
+                                         ("so2-accumulated", dict(dim=6, law="gaussian", sigma=0.5, mu=0.3))])
+def test_step_mean_in_column_blocks_equals_the_dense_mean(name, params, monkeypatch):
+    """The column blocks (a few entries each here, so d = 5 splits unevenly) give the plain fp64 mean and standard
+    error of the dense steps, for each step form (Householder, dense, angles)."""
+    from accum.simulations import pairs
+    monkeypatch.setattr(pairs, "PIECE_ELEMENTS", 7)
+    chunks = sampled.draw_steps(make_family(name, **params), 37, np.random.default_rng(3))
+    mats = fixedspace.dense_steps(chunks)
+    est, se = sampled.step_mean_with_se(chunks)
+    np.testing.assert_allclose(est, mats.mean(axis=0), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(se, mats.std(axis=0, ddof=1) / math.sqrt(len(mats)), rtol=1e-9, atol=1e-15)
+
+
 @pytest.mark.parametrize("name,params,dim_fixed,kappa", [
     ("haar", dict(dim=5), 1, 1 / 5),
     ("so2-accumulated", dict(dim=6, law="gaussian", sigma=0.5), 6, 0.5),  # I_b and J_b per plane
