@@ -309,6 +309,9 @@ def main() -> int:
     parser.add_argument("--tries", type=int, default=6, help="signals per delay (--startup-window)")
     parser.add_argument("--rerun", metavar="JSON", help="only run again the failed cases of a campaign's --json")
     args = parser.parse_args()
+    # a campaign started as a background job of a script inherits SIGINT ignored, and so would every command it runs
+    # (accum keeps an inherited SIG_IGN, as POSIX intends): a handler here is reset to the default in each child
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if args.rerun:
         return rerun_failures(args.rerun, args.latency)
     if args.startup_window:
