@@ -229,13 +229,18 @@ def short_paths(steps: int) -> int:
     return steps // 8 if steps >= 16 else 0
 
 
-@register("coherence", "C1", lambda family, **_: ("statistical", "statistical"),
-          lambda family, **_: ops(family, "bilinear") | theory_route(family))
+def _coherence_kinds(family: Family, decayed: bool = True, **_) -> tuple[str, ...]:
+    curve = "exact" if deterministic(family) else "statistical"
+    return (curve, "statistical") if decayed else (curve,)
+
+
+@register("coherence", "C1", _coherence_kinds, lambda family, **_: ops(family, "bilinear") | theory_route(family))
 def check_coherence(family: Family, rng: np.random.Generator, *, steps: int, samples: int, eps: float,
-                    theory_samples: int) -> list[Measurement]:
-    """c(n) = E q^T A_n ... A_1 k for n = 1..steps (random q != k) against theory, and |c(steps)| <= eps |q||k| (since
-    |c(n)| <= ||E[A_n..A_1]|| |q||k|).  Points
-    n <= ``short_paths(steps)`` come from a run of that many steps with 8x the paths."""
+                    theory_samples: int, decayed: bool = True) -> list[Measurement]:
+    """c(n) = E q^T A_n ... A_1 k for n = 1..steps (random q != k) against theory, and, with ``decayed``,
+    |c(steps)| <= eps |q||k| (since |c(n)| <= ||E[A_n..A_1]|| |q||k|: C1's decay, which a family that never mixes --
+    RoPE, NoPE, the lattice law -- does not claim; its curve is still held to theory, exactly for the deterministic
+    ones).  Points n <= ``short_paths(steps)`` come from a run of that many steps with 8x the paths."""
     q, k = probe_pair(family.dim, rng)
     e = est.coherence(family, steps, samples, rng, q=q, k=k)
     mean, se = e.mean[1:], e.stderr[1:]
@@ -244,13 +249,15 @@ def check_coherence(family: Family, rng: np.random.Generator, *, steps: int, sam
         first = est.coherence(family, short, 8 * samples, rng, q=q, k=k)
         mean, se = np.concatenate([first.mean[1:], mean[short:]]), np.concatenate([first.stderr[1:], se[short:]])
     p = prediction("coherence", family, rng=rng, samples=theory_samples, steps=steps, q=q, k=k)
-    return [measurement("C1", family, f"c(n) = E q'A_n..A_1 k, n=1..{steps} (q != k"
-                        f"{f'; n <= {short} from 8x the paths' if short else ''})", "statistical", mean, se,
-                        np.asarray(p.value)[1:], e.n, pred_stderr=np.asarray(p.stderr)[1:], source=p.source,
-                        **reference_for(p)),
-            measurement("C1", family, f"|c({steps})| <= {eps} |q||k| (decayed)", "statistical", abs(e.mean[-1]),
-                        e.stderr[-1], eps * float(np.linalg.norm(q) * np.linalg.norm(k)), e.n, side="upper",
-                        source="claim")]
+    curve = measurement("C1", family, f"c(n) = E q'A_n..A_1 k, n=1..{steps} (q != k"
+                        f"{f'; n <= {short} from 8x the paths' if short else ''})", _coherence_kinds(family)[0], mean,
+                        se, np.asarray(p.value)[1:], e.n, pred_stderr=np.asarray(p.stderr)[1:], source=p.source,
+                        **reference_for(p))
+    if not decayed:
+        return [curve]
+    return [curve, measurement("C1", family, f"|c({steps})| <= {eps} |q||k| (decayed)", "statistical", abs(e.mean[-1]),
+                               e.stderr[-1], eps * float(np.linalg.norm(q) * np.linalg.norm(k)), e.n, side="upper",
+                               source="claim")]
 
 
 # --- C2: finite window -----------------------------------------------------------------------------------

@@ -162,3 +162,21 @@ def test_the_docs_quote_the_tables_evidence_count():
     doc = (root / "docs" / "verify.md").read_text()
     assert f"The plan has **{n} evidence rows**" in doc
     assert f"false-failure budget 0.01 over {n} evidence rows)" in doc
+
+
+def test_the_coherence_curve_and_the_near_weight_are_held_on_every_default_family():
+    """Every default family has a coherence-curve row and, but the Lie walk (``NEAR_WEIGHT_LEFT_OUT``), a near-weight
+    row; the four families that do not claim C1's decay get the curve alone (one row, exact for the deterministic
+    RoPE and NoPE), which passes on RoPE."""
+    families = {label(f) for f in rp.default_families().values()}
+    left_out = {label(rp.default_families()[key]) for key in rp.NEAR_WEIGHT_LEFT_OUT}
+    assert set(TABLE["quantities"]["coherence"]) == families
+    assert set(TABLE["quantities"]["near-weight"]) == families - left_out
+    curve_only = {label(j.family): j for j in QUICK if j.check == "coherence" and j.kwargs.get("decayed") is False}
+    fam = rp.default_families()
+    assert set(curve_only) == {label(fam[k]) for k in ("lattice", "rope-uniform", "rope", "nope")}
+    rope = curve_only[label(fam["rope"])]
+    assert rope.kinds() == ("exact",) and curve_only[label(fam["lattice"])].kinds() == ("statistical",)
+    rows = rope.run(0)
+    assert [m.kind for m in rows] == ["exact"] and "decayed" not in rows[0].what
+    assert np.max(np.abs(rows[0].measured - rows[0].predicted)) < 1e-12
