@@ -283,6 +283,15 @@ CURVE_CHECKS, NEAR_WEIGHT_CHECKS = {"coherence"}, {"far-mass", "far-mass-engines
 NEAR_WEIGHT_LEFT_OUT = {"lie-walk"}
 
 
+def near_weight_check(p: Preset, f: Family, key: str) -> Check:
+    """The job that holds a default family's near weight to theory: the C5 far-mass rows; for a deterministic family,
+    whose far mass is one number (statistical rows would have no spread), the exact ALiBi row, as NoPE's contrast."""
+    if deterministic(f):
+        return Check("alibi", f, {"far_sizes": p.alibi_sizes, "s0": S0, "slope": SLOPE, "samples": 2})
+    return Check("far-mass", f, {"far_sizes": p.short_far_sizes, "s0": S0, "theory_samples": p.far_theory_samples,
+                                 "samples": p.samples("far-mass", key, p.far_samples)})
+
+
 def quantity_checks(p: Preset, fam: dict[str, Family], held: set[tuple[str, str]]) -> list[Check]:
     """The ``accum measure`` quantities no claim's own row computes (``accum.quantitychecks``), on every default family
     they apply to: the product norm on all, the onset where ``ONSET`` has it, the drift on every family of orthogonal
@@ -297,10 +306,8 @@ def quantity_checks(p: Preset, fam: dict[str, Family], held: set[tuple[str, str]
                                                "theory_samples": p.theory_samples, "decayed": False,
                                                "samples": 4 if deterministic(f) else p.samples("coherence", key,
                                                                                                 p.coherence_samples)}))
-        if not checked & NEAR_WEIGHT_CHECKS and key not in NEAR_WEIGHT_LEFT_OUT:
-            jobs.append(Check("far-mass", f, {"far_sizes": p.short_far_sizes, "s0": S0,
-                                              "theory_samples": p.far_theory_samples,
-                                              "samples": p.samples("far-mass", key, p.far_samples)}))
+        if not (checked & NEAR_WEIGHT_CHECKS or key in NEAR_WEIGHT_LEFT_OUT):
+            jobs.append(near_weight_check(p, f, key))
         jobs.append(Check("product-norm", f, {"steps": PRODUCT_STEPS.get(key, p.product_steps),
                                               "samples": 4 if deterministic(f) else p.product_samples,
                                               "theory_samples": p.theory_samples}))
