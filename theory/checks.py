@@ -68,6 +68,7 @@ from scipy.special import ndtri
 
 from accum.simulations.families import family_name, family_params
 from accum.simulations.params import ParamError, check_int
+from accum.simulations.stats import z_threshold
 
 from ._common import NoClosedForm
 from .checkreport import format_report  # noqa: F401 (re-exported: ``accum.theory.checks.format_report``)
@@ -234,7 +235,7 @@ def check(family: Any, rng: np.random.Generator, samples: int | None = None, bud
 
     progress("non-lattice done")
     zmax, pairs = step_dependence(family, samples, rng, progress=progress)
-    kd = float(-ndtri(alpha / (2 * pairs)))
+    kd = z_threshold(alpha, pairs)
     conds["independent-steps"] = Condition("independent-steps", zmax <= kd, zmax, None, kd, kd,
                                            detail=f"max |z| of x^T (E[A2 A1] - E[A2] E[A1]) y over {pairs} random probe pairs")
 
@@ -243,7 +244,7 @@ def check(family: Any, rng: np.random.Generator, samples: int | None = None, bud
     if exact is not None:  # the sampler against the closed form, entrywise (informational, not a condition)
         mean, se = step_mean_with_se(chunks)
         theory["mean_step_max_z"] = float(np.max(np.abs(mean - exact) / np.sqrt(se**2 + 1e-20)))
-        theory["mean_step_k"] = float(-ndtri(alpha / (2 * d * d)))
+        theory["mean_step_k"] = z_threshold(alpha, d * d)
     claims, holds = verdict(conds, theory)
     return Report(family_name(family), family_params(family), d, samples, budget, conds, claims, theory, holds)
 
