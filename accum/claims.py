@@ -208,15 +208,15 @@ def controlled(e: Any, known: np.ndarray | None, directions: np.ndarray | None =
 
 
 def control_row(claim: str, family: Family, what: str, ests: Sequence[Any], known: Sequence[np.ndarray],
-                source: str) -> Measurement:
+                source: str, kind: str = "statistical") -> Measurement:
     """The controls' sample means of the estimates ``ests`` held to their exact means ``known`` (one array each),
     every coordinate a point (t, n - 1 dof, n the smallest run): the controlled estimate no longer sees a defect that
-    moves a control at first order, this row does."""
+    moves a control at first order, this row does.  ``kind`` "exact" for a deterministic family (to rounding)."""
     se = [np.sqrt(np.diagonal(e.controls_cov, axis1=-2, axis2=-1)[..., 1:] / e.n).ravel() for e in ests]
     n = min(e.n for e in ests)
-    return measurement(claim, family, what, "statistical", np.concatenate([e.controls_mean[..., 1:].ravel() for e in ests]),
-                       np.concatenate(se), np.concatenate([np.ravel(x) for x in known]), n, source=source,
-                       reference="t", dof=n - 1)
+    rule = {"floor": 1e-9} if kind == "exact" else {"reference": "t", "dof": n - 1}
+    return measurement(claim, family, what, kind, np.concatenate([e.controls_mean[..., 1:].ravel() for e in ests]),
+                       np.concatenate(se), np.concatenate([np.ravel(x) for x in known]), n, source=source, **rule)
 
 
 # --- C1: incoherence -------------------------------------------------------------------------------------
@@ -354,17 +354,48 @@ def check_transfer(family: Family, rng: np.random.Generator, *, train: int, eval
 # --- C4: score gap ---------------------------------------------------------------------------------------
 
 
-@register("score-gap", "C4", lambda family, **_: ("statistical",), lambda family, **_: ops(family, "bilinear"))
-def check_score_gap(family: Family, rng: np.random.Generator, *, offset: int, samples: int) -> list[Measurement]:
-    """d E[s_far^2] = |q|^2 |k|^2 (the claim's concentration scale; a law that does not mix, such as a lattice,
-    matches its own moments but not this, and fails), with non-unit probes q != k of equal mass on every plane
-    (``balanced_probe_pair``: for SO(2) steps that have mixed the claim's scale is then exact)."""
-    q, k = balanced_probe_pair(family.dim, rng)
+def _score_gap_kinds(family: Family, theory_samples: int | None = None, **_) -> tuple[str, ...]:
+    if theory_samples is None:
+        return ("statistical",)
+    return ("exact", "exact") if deterministic(family) else ("statistical", "statistical")
+
+
+def _score_gap_routes(family: Family, theory_samples: int | None = None, **_) -> set[str]:
+    return ops(family, "bilinear") | (set() if theory_samples is None else theory_route(family))
+
+
+@register("score-gap", "C4", _score_gap_kinds, _score_gap_routes)
+def check_score_gap(family: Family, rng: np.random.Generator, *, offset: int, samples: int,
+                    theory_samples: int | None = None) -> list[Measurement]:
+    """The score-gap estimator (``estimators.score_gap``, what ``accum measure score-gap`` reports) at lag Delta.
+
+    Without ``theory_samples`` (the claim): d E[s^2] = |q|^2 |k|^2, the claim's concentration scale (a law that does
+    not mix, such as a lattice, matches its own moments but not this, and fails), with non-unit probes q != k of
+    equal mass on every plane (``balanced_probe_pair``: for SO(2) steps that have mixed the claim's scale is then
+    exact).  With it (the quantity held to theory on any family, mixed or not): d E[s^2] against the family's far
+    second moment d q'E[P (x) P](k k')q at Delta and the far mean E[s] against the coherence c(Delta), both for the
+    probes q != k of ``probe_pair`` (closed forms, or estimated from ``theory_samples`` steps; exact rows for the
+    deterministic families, whose far score is one number)."""
+    if theory_samples is None:
+        q, k = balanced_probe_pair(family.dim, rng)
+        e = est.score_gap(family, offset, samples, rng, q=q, k=k)
+        scale = float(q @ q) * float(k @ k)
+        return [measurement("C4", family, f"d E[s^2] at Delta={offset} vs |q|^2|k|^2 (|q|={PROBE_NORMS[0]}, "
+                            f"|k|={PROBE_NORMS[1]}, q != k; gap sqrt(d) far sd)", "statistical", e.mean, e.stderr,
+                            scale, e.n, source="claim (Haar value)")]
+    q, k = probe_pair(family.dim, rng)
     e = est.score_gap(family, offset, samples, rng, q=q, k=k)
-    scale = float(q @ q) * float(k @ k)
-    return [measurement("C4", family, f"d E[s^2] at Delta={offset} vs |q|^2|k|^2 (|q|={PROBE_NORMS[0]}, "
-                        f"|k|={PROBE_NORMS[1]}, q != k; gap sqrt(d) far sd)", "statistical", e.mean, e.stderr, scale,
-                        e.n, source="claim (Haar value)")]
+    second = prediction("far-variance", family, rng=rng, samples=theory_samples, offset=offset, q=q, k=k)
+    first = prediction("coherence", family, rng=rng, samples=theory_samples, steps=offset, q=q, k=k)
+    kind = _score_gap_kinds(family, theory_samples)[0]
+    exact = {"floor": 1e-9} if kind == "exact" else {}
+    return [measurement("C4", family, f"score gap's d E[s^2] at Delta={offset}, q != k", kind, e.mean, e.stderr,
+                        second.value, e.n, pred_stderr=second.stderr, source=second.source, **exact,
+                        **({} if exact else reference_for(second))),
+            measurement("C4", family, f"score gap's far mean E[s] at Delta={offset} vs c(Delta), q != k", kind,
+                        e.far_mean, e.far_mean_stderr, np.asarray(first.value)[offset], e.n,
+                        pred_stderr=np.asarray(first.stderr)[offset], source=first.source, **exact,
+                        **({} if exact else reference_for(first)))]
 
 
 def lag_means(scores: np.ndarray, offsets: Sequence[int]) -> np.ndarray:

@@ -32,7 +32,7 @@ from accum.simulations.laws import LAWS
 from accum.simulations.steps import StepShape
 
 from .claims import CHECKS, deterministic, family_routes, label
-from .report_plan import Check, evidence_rows
+from .report_plan import QUANTITY_CHECKS, Check, evidence_rows
 from .stderrs import RUNS
 from .verdict import EVIDENCE
 
@@ -86,13 +86,6 @@ def coverage(jobs: Sequence[Check]) -> dict[str, list[str]]:
 def uncovered(jobs: Sequence[Check]) -> list[str]:
     """The engine's routes that no job of ``jobs`` covers, sorted."""
     return sorted(route for route, labels in coverage(jobs).items() if not labels)
-
-
-#: the checks whose rows hold each ``accum measure`` quantity (``simulations.measure.QUANTITIES``) to theory
-QUANTITY_CHECKS = {"coherence": ("coherence",), "product-norm": ("product-norm",), "onset": ("onset",),
-                   "window": ("window", "window-bias"), "score-gap": ("score-gap",),
-                   "near-weight": ("far-mass", "far-mass-engines", "alibi"), "far-residual": ("values",),
-                   "drift": ("drift",)}
 
 
 def row_table(jobs: Sequence[Check]) -> list[dict]:

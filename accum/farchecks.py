@@ -140,8 +140,11 @@ def residual_runs(far_sizes: Sequence[int], samples: int) -> list[tuple[list[int
 
 
 def _values_kinds(family: Family, **_) -> tuple[str, ...]:
+    """statistical residual, exact QK-only contrast, statistical controls (where the theory has them); all exact for a
+    deterministic family (RoPE, NoPE: one residual, no spread)."""
     known = known_controls(controls.mean_residual, family, [1])
-    return ("statistical", "exact") + (() if known is None else ("statistical",))
+    kind = "exact" if deterministic(family) else "statistical"
+    return (kind, "exact") + (() if known is None else (kind,))
 
 
 @register("values", "C6", _values_kinds, lambda family, **_: ops(family, "values") | theory_route(family))
@@ -167,13 +170,15 @@ def check_values(family: Family, rng: np.random.Generator, *, far_sizes: Sequenc
     value, se = (np.concatenate([np.atleast_1d(part[j]) for part in parts])[order] for j in (0, 1))
     dof, n = min(part[2] for part in parts), runs[-1][1].n
     plain = est.far_residual(family, far_sizes[:1], 2, rng, value_rotation=False, m=m)
+    kind = _values_kinds(family)[0]
+    rule = {"floor": 1e-9} if kind == "exact" else reference_for(p, dof)
     rows = [measurement("C6", family, f"|r(N)|^2/|m|^2 with value rotation, N={list(far_sizes)}"
-                        f"{'' if known is None else ' (controls r(N))'}", "statistical", value, se, p.value, n,
-                        pred_stderr=p.stderr, source=p.source, **reference_for(p, dof)),
+                        f"{'' if known is None else ' (controls r(N))'}", kind, value, se, p.value, n,
+                        pred_stderr=p.stderr, source=p.source, **rule),
             measurement("C6", family, "QK-only contrast: |r|^2/|m|^2 = 1", "exact", plain.mean, 0.0, 1.0, plain.n,
                         floor=1e-12, source="closed form")]
     if known is not None:
         rows.append(control_row("C6", family, f"mean residual r(N) (the controls) vs (1/N) sum E[A]^Delta m, "
                                 f"N={list(far_sizes)}", [e for _, e in runs], mus,
-                                "controls' means (E[A] closed form)"))
+                                "controls' means (E[A] closed form)", kind))
     return rows

@@ -147,10 +147,10 @@ def test_the_saved_quick_report_has_every_row_of_the_table():
 
 
 def test_every_measure_quantity_is_held_to_theory():
-    """Each quantity `accum measure` offers has checks (``coverage.QUANTITY_CHECKS``) with rows on some family."""
+    """Each quantity `accum measure` offers has checks (``report_plan.QUANTITY_CHECKS``) with rows on some family."""
     from accum.simulations.measure import QUANTITIES
 
-    assert set(coverage.QUANTITY_CHECKS) == set(QUANTITIES)
+    assert set(rp.QUANTITY_CHECKS) == set(QUANTITIES)
     assert all(TABLE["quantities"][q] for q in QUANTITIES)
 
 
