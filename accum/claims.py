@@ -126,6 +126,12 @@ def measurement(claim: str, family: Family, what: str, kind: str, measured: Any,
                        **kw)
 
 
+def judged_as(kind: str, reference: dict) -> dict:
+    """The keyword arguments that judge a row of ``kind``: to rounding (floor 1e-9) for an exact row (a deterministic
+    family's: no spread), else against ``reference`` (``reference_for``, or reference and dof given)."""
+    return {"floor": 1e-9} if kind == "exact" else reference
+
+
 def reference_for(p: Prediction, dof: float | None = None) -> dict:
     """The reference distribution of a row whose own standard error has ``dof`` degrees of freedom (None: many)
     and whose prediction ``p`` may be estimated with ``p.dof`` of its own: Student t with the smaller of the
@@ -214,9 +220,9 @@ def control_row(claim: str, family: Family, what: str, ests: Sequence[Any], know
     moves a control at first order, this row does.  ``kind`` "exact" for a deterministic family (to rounding)."""
     se = [np.sqrt(np.diagonal(e.controls_cov, axis1=-2, axis2=-1)[..., 1:] / e.n).ravel() for e in ests]
     n = min(e.n for e in ests)
-    rule = {"floor": 1e-9} if kind == "exact" else {"reference": "t", "dof": n - 1}
     return measurement(claim, family, what, kind, np.concatenate([e.controls_mean[..., 1:].ravel() for e in ests]),
-                       np.concatenate(se), np.concatenate([np.ravel(x) for x in known]), n, source=source, **rule)
+                       np.concatenate(se), np.concatenate([np.ravel(x) for x in known]), n, source=source,
+                       **judged_as(kind, {"reference": "t", "dof": n - 1}))
 
 
 # --- C1: incoherence -------------------------------------------------------------------------------------
@@ -388,14 +394,13 @@ def check_score_gap(family: Family, rng: np.random.Generator, *, offset: int, sa
     second = prediction("far-variance", family, rng=rng, samples=theory_samples, offset=offset, q=q, k=k)
     first = prediction("coherence", family, rng=rng, samples=theory_samples, steps=offset, q=q, k=k)
     kind = _score_gap_kinds(family, theory_samples)[0]
-    exact = {"floor": 1e-9} if kind == "exact" else {}
     return [measurement("C4", family, f"score gap's d E[s^2] at Delta={offset}, q != k", kind, e.mean, e.stderr,
-                        second.value, e.n, pred_stderr=second.stderr, source=second.source, **exact,
-                        **({} if exact else reference_for(second))),
+                        second.value, e.n, pred_stderr=second.stderr, source=second.source,
+                        **judged_as(kind, reference_for(second))),
             measurement("C4", family, f"score gap's far mean E[s] at Delta={offset} vs c(Delta), q != k", kind,
                         e.far_mean, e.far_mean_stderr, np.asarray(first.value)[offset], e.n,
-                        pred_stderr=np.asarray(first.stderr)[offset], source=first.source, **exact,
-                        **({} if exact else reference_for(first)))]
+                        pred_stderr=np.asarray(first.stderr)[offset], source=first.source,
+                        **judged_as(kind, reference_for(first)))]
 
 
 def lag_means(scores: np.ndarray, offsets: Sequence[int]) -> np.ndarray:

@@ -17,8 +17,8 @@ from accum.theory import controls, far, prediction
 from accum.theory.forms import mixing_estimable
 from accum.theory.predict import NoClosedForm
 
-from .claims import (control_row, controlled, deterministic, far_score_ops, known_controls, measurement, ops, probe_pair,
-                     reference_for, register, theory_route, unit)
+from .claims import (control_row, controlled, deterministic, far_score_ops, judged_as, known_controls, measurement, ops,
+                     probe_pair, reference_for, register, theory_route, unit)
 from .verdict import Measurement
 
 #: |m| of the value vector of the C6 rows: not 1, so a residual normalised by |m| where |m|^2 belongs (or not at all)
@@ -171,10 +171,9 @@ def check_values(family: Family, rng: np.random.Generator, *, far_sizes: Sequenc
     dof, n = min(part[2] for part in parts), runs[-1][1].n
     plain = est.far_residual(family, far_sizes[:1], 2, rng, value_rotation=False, m=m)
     kind = _values_kinds(family)[0]
-    rule = {"floor": 1e-9} if kind == "exact" else reference_for(p, dof)
     rows = [measurement("C6", family, f"|r(N)|^2/|m|^2 with value rotation, N={list(far_sizes)}"
                         f"{'' if known is None else ' (controls r(N))'}", kind, value, se, p.value, n,
-                        pred_stderr=p.stderr, source=p.source, **rule),
+                        pred_stderr=p.stderr, source=p.source, **judged_as(kind, reference_for(p, dof))),
             measurement("C6", family, "QK-only contrast: |r|^2/|m|^2 = 1", "exact", plain.mean, 0.0, 1.0, plain.n,
                         floor=1e-12, source="closed form")]
     if known is not None:
