@@ -1,23 +1,31 @@
 """Mutation testing of accum's numeric modules with cosmic-ray, one module group at a time (tests/mutation_groups.toml:
 the modules mutated and the tests that must kill the mutants).  Not part of `make test`.  From the repository root:
 
-    .venv/bin/pip install cosmic-ray==8.7.0
+    .venv/bin/pip install cosmic-ray==8.7.0 coverage==7.17.3
     .venv/bin/python tests/mutation.py GROUP [--work DIR] [--sample N] [--seed S]
 
 The package is copied to DIR/tree as an install lays it out and the tests to DIR/tests (the mutants never touch the
 checkout; PYTHONPATH puts the copy before the editable install).  ``--sample N`` keeps N mutants drawn at random
 (seeded) from the group's mutants and marks the others skipped, so a group is measured on a sample.  Resumable: a
 second run with the same DIR continues where the first stopped.  Prints cosmic-ray's report (survivors and score).
+
+Each mutant is judged as the whole test list judges it, in two stages (``kill``): first the tests that ran one of
+the mutated lines in the unmutated tree (coverage contexts, one per test, recorded once per session by
+``record_contexts``), then, if they all pass, the whole list.  A mutant is killed when either fails, so the outcome
+is the whole list's; the first stage only finds most kills sooner.  A line no test ran in its own process (only in a
+pool worker or a subprocess, or while the test files were imported) goes straight to the whole list.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import random
 import shutil
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
@@ -28,15 +36,109 @@ GROUPS = tomllib.loads((ROOT / "tests" / "mutation_groups.toml").read_text())["g
 EXCLUDED = ["core/ReplaceBinaryOperator_.*_(RShift|LShift|BitOr|BitAnd|BitXor|FloorDiv|Mod)$"]
 
 
-def config_text(group: dict, python: str) -> str:
-    """cosmic-ray.toml of one group: its modules in the copied tree, its tests as the kill command."""
+#: how pytest judges a mutant: stop at the first failure, warnings as errors, no cache
+PYTEST_OPTIONS = ["-x", "-q", "-p", "no:cacheprovider", "-W", "error"]
+
+
+def pytest_command(python: str, tests: list[str]) -> list[str]:
+    """The pytest call, in a process of its own, that judges the tree in the work folder against ``tests``."""
+    return [python, "-m", "pytest", *PYTEST_OPTIONS, *tests]
+
+
+def config_text(group_name: str, group: dict, python: str, work: Path, timeout: float) -> str:
+    """cosmic-ray.toml of one group: its modules in the copied tree, this script's ``--kill`` as the kill command."""
     modules = ", ".join(f'"tree/{m}"' for m in group["modules"])
-    tests = " ".join(group["tests"])
+    kill = f"{python} {Path(__file__).resolve()} {group_name} --work {work} --kill"
     return "\n".join([
-        "[cosmic-ray]", f"module-path = [{modules}]", f"timeout = {group.get('timeout', 300.0)}", "excluded-modules = []",
-        f'test-command = "env PYTHONPATH=tree OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 {python} '
-        f'-m pytest -x -q -p no:cacheprovider -W error {tests}"', "", "[cosmic-ray.distributor]", 'name = "local"', "",
+        "[cosmic-ray]", f"module-path = [{modules}]", f"timeout = {timeout:.0f}", "excluded-modules = []",
+        f'test-command = "{kill}"', "", "[cosmic-ray.distributor]", 'name = "local"', "",
         "[cosmic-ray.filters.operators-filter]", f"exclude-operators = {EXCLUDED!r}".replace("'", '"'), ""])
+
+
+def mutant_env(work: Path) -> dict[str, str]:
+    """The tests' environment: the copied (mutated) tree first on the import path, one thread per library."""
+    return {**os.environ, "PYTHONPATH": str(work / "tree"), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1"}
+
+
+def changed_lines(before: str, after: str) -> set[int]:
+    """Line numbers (1-based, in ``before``) that ``after`` replaces or deletes, or next to which it inserts."""
+    a, b = before.splitlines(), after.splitlines()
+    lines: set[int] = set()
+    for tag, i1, i2, _, _ in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag != "equal":
+            lines.update(range(i1 + 1, max(i2, i1 + 1) + 1))
+    return lines
+
+
+def selected_tests(contexts_by_line: dict[int, list[str]], lines: set[int]) -> list[str] | None:
+    """The tests (pytest node ids) that ran any of ``lines``, from coverage's contexts of one file; None when a line
+    was run by no test in its own process, or while the test files were imported (context ""): then only the
+    whole list can judge it."""
+    tests: set[str] = set()
+    for line in lines:
+        contexts = contexts_by_line.get(line, [])
+        if not contexts or "" in contexts:
+            return None
+        tests.update(contexts)
+    return sorted(tests)
+
+
+class ContextRecorder:
+    """pytest plugin: coverage's context is the running test's node id from its setup to its teardown."""
+
+    def __init__(self, cov) -> None:
+        self.cov = cov
+
+    def pytest_runtest_setup(self, item) -> None:
+        self.cov.switch_context(item.nodeid)
+
+    def pytest_runtest_logfinish(self) -> None:
+        self.cov.switch_context("")
+
+
+def record_contexts(group: dict, work: Path) -> int:
+    """Run the group's tests once on the unmutated tree under coverage, one context per test, into
+    ``work/contexts.sqlite``; returns pytest's exit code (0: the unmutated tree passes, as it must)."""
+    import coverage
+    import pytest
+
+    os.chdir(work)
+    here = Path(__file__).resolve().parent  # the work folder's tests are imported, not the checkout's
+    sys.path[:] = [entry for entry in sys.path if not entry or Path(entry).resolve() != here]
+    cov = coverage.Coverage(data_file=str(work / "contexts.sqlite"), include=[str(work / "tree") + "/*"])
+    cov.start()
+    try:
+        code = pytest.main([*PYTEST_OPTIONS, *group["tests"]], plugins=[ContextRecorder(cov)])
+    finally:
+        cov.stop()
+        cov.save()
+    return int(code)
+
+
+def kill(group: dict, work: Path) -> int:
+    """Judge the mutant now in ``work/tree``: the tests that ran its lines, then (if they pass) the whole list.
+    Returns the failing stage's pytest exit code, or the whole list's (0: the mutant survived)."""
+    from coverage import CoverageData
+
+    data = CoverageData(str(work / "contexts.sqlite"))
+    data.read()
+    selected: set[str] = set()
+    for module in group["modules"]:
+        before = (work / "pristine" / module).read_text()
+        after = (work / "tree" / module).read_text()
+        if before != after:
+            tests = selected_tests(data.contexts_by_lineno(str(work / "tree" / module)), changed_lines(before, after))
+            if tests is None:
+                selected = set()
+                break
+            selected.update(tests)
+    python, env = sys.executable, mutant_env(work)
+    if selected:
+        first = subprocess.run(pytest_command(python, sorted(selected)), cwd=work, env=env)
+        if first.returncode in (1, 2, 3):  # failed, interrupted (an import error) or internal error: killed
+            return first.returncode
+    return subprocess.run(pytest_command(python, group["tests"]), cwd=work, env=env).returncode
 
 
 def sample_work(db_path: Path, keep: int, seed: int) -> tuple[int, int]:
@@ -59,19 +161,42 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", type=Path, default=None, help="work folder (default /tmp/accum-mutation-GROUP)")
     p.add_argument("--sample", type=int, default=0, help="mutants kept at random (default 0: every mutant)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--kill", action="store_true", help="(cosmic-ray's test command) judge the mutant in WORK/tree")
+    p.add_argument("--contexts", action="store_true", help="(internal) record the tests' coverage contexts")
     args = p.parse_args(argv)
-    group, work = GROUPS[args.group], args.work or Path(f"/tmp/accum-mutation-{args.group}")
+    group = GROUPS[args.group]
+    work = (args.work or Path(f"/tmp/accum-mutation-{args.group}")).resolve()
+    if args.kill:
+        return kill(group, work)
+    if args.contexts:
+        return record_contexts(group, work)
     bin_dir = ROOT / ".venv" / "bin"
     db = work / "session.sqlite"
     if not db.exists():
-        shutil.rmtree(work / "tree", ignore_errors=True)
-        shutil.rmtree(work / "tests", ignore_errors=True)
+        for folder in ("tree", "pristine", "tests"):
+            shutil.rmtree(work / folder, ignore_errors=True)
         sys.path.insert(0, str(ROOT / "tests"))
         from test_architecture import installed_copy
 
         installed_copy(work / "tree")
+        shutil.copytree(work / "tree", work / "pristine")
         shutil.copytree(ROOT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__"))
-        (work / "cosmic-ray.toml").write_text(config_text(group, str(bin_dir / "python")))
+        shutil.copy2(ROOT / "pyproject.toml", work / "pyproject.toml")  # pytest's markers and warning filters
+        (work / "contexts.sqlite").unlink(missing_ok=True)
+        start = time.monotonic()
+        recorded = subprocess.run([str(bin_dir / "python"), __file__, args.group, "--work", str(work), "--contexts"],
+                                  env=mutant_env(work))
+        baseline = time.monotonic() - start
+        if recorded.returncode != 0:
+            print(f"{args.group}: the tests fail on the unmutated tree (pytest exit {recorded.returncode})",
+                  file=sys.stderr)
+            return 1
+        # a surviving mutant runs its selected tests and then the whole list: the timeout must leave room for both,
+        # or slowness would be counted as a kill
+        timeout = max(group.get("timeout", 300.0), 4 * baseline)
+        print(f"{args.group}: the tests take {baseline:.0f} s unmutated (with coverage); timeout {timeout:.0f} s",
+              file=sys.stderr)
+        (work / "cosmic-ray.toml").write_text(config_text(args.group, group, str(bin_dir / "python"), work, timeout))
         for command in (["cosmic-ray", "init", "cosmic-ray.toml", "session.sqlite"],
                         ["cr-filter-operators", "session.sqlite", "cosmic-ray.toml"]):
             subprocess.run([str(bin_dir / command[0]), *command[1:]], cwd=work, check=True)
@@ -86,12 +211,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def summary(db_path: Path) -> str:
-    """The sampled mutants' outcomes: killed, survived (each listed by module, line, operator), incompetent (the
-    mutant did not run: an exception in the worker) and pending; skipped ones (outside the sample) are not counted."""
+    """The sampled mutants' outcomes: killed (how many by the timeout), survived (each listed by module, line,
+    operator), incompetent (the mutant did not run: an exception in the worker) and pending; skipped ones (outside
+    the sample) are not counted."""
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import TestOutcome, WorkerOutcome
 
-    counts = {"killed": 0, "survived": 0, "incompetent": 0}
+    counts = {"killed": 0, "survived": 0, "incompetent": 0, "timeout": 0}
     survivors = []
     with use_db(str(db_path), WorkDB.Mode.open) as db:
         for item, result in db.completed_work_items:
@@ -105,10 +231,12 @@ def summary(db_path: Path) -> str:
                 survivors.append(f"  {m.module_path}:{m.start_pos[0]} {m.operator_name} #{m.occurrence}")
             else:
                 counts["killed"] += 1
+                counts["timeout"] += result.output == "timeout"
         pending = sum(1 for _ in db.pending_work_items)
     ran = counts["killed"] + counts["survived"]
     score = f"{counts['killed'] / ran:.1%}" if ran else "n/a"
-    return "\n".join([f"killed {counts['killed']} of {ran} mutants that ran ({score}); incompetent "
+    return "\n".join([f"killed {counts['killed']} of {ran} mutants that ran ({score}; {counts['timeout']} of the kills "
+                      f"by the timeout); incompetent "
                       f"{counts['incompetent']}; pending {pending}", "survivors:", *survivors])
 
 

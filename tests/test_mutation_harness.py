@@ -1,0 +1,23 @@
+"""The mutation harness's selection (tests/mutation.py): which lines a mutant changed, and which tests ran them."""
+
+from __future__ import annotations
+
+from mutation import changed_lines, selected_tests
+
+
+def test_changed_lines_are_the_original_lines_replaced_deleted_or_inserted_at():
+    before = "a = 1\nb = a + 1\nc = b * 2\n"
+    assert changed_lines(before, before) == set()
+    assert changed_lines(before, "a = 1\nb = a - 1\nc = b * 2\n") == {2}
+    assert changed_lines(before, "a = 1\nc = b * 2\n") == {2}
+    assert changed_lines(before, "a = 1\nb = a + 1\nx = 0\nc = b * 2\n") == {3}
+    assert changed_lines(before, "a = 1\nb = (a\n     + 2)\nc = b * 2\n") == {2}
+
+
+def test_the_tests_that_ran_a_line_are_selected_and_an_unseen_line_asks_for_the_whole_list():
+    contexts = {3: ["t.py::a"], 4: ["t.py::b", "t.py::a"], 5: ["", "t.py::c"], 6: []}
+    assert selected_tests(contexts, {3}) == ["t.py::a"]
+    assert selected_tests(contexts, {3, 4}) == ["t.py::a", "t.py::b"]
+    assert selected_tests(contexts, {3, 7}) is None  # line 7: no test ran it in its own process
+    assert selected_tests(contexts, {5}) is None  # run while the test files were imported
+    assert selected_tests(contexts, {6}) is None
