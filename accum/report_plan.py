@@ -408,7 +408,7 @@ def has_exact_step_mean(family: Family) -> bool:
 
 def has_exact_step_pair(family: Family) -> bool:
     """Whether the step-pair check applies: ``has_exact_step_mean`` and a closed-form E[A (x) A]
-    (``ClosedForms.pair_operator``: every random built-in but the Lie walk)."""
+    (``ClosedForms.pair_operator``: every random built-in)."""
     if not has_exact_step_mean(family):
         return False
     try:

@@ -356,6 +356,9 @@ class LieWalkForms(IsotropicForms):
     def rate(self):
         return groups.lie_walk_rate(self.family.dim, self.family.sigma)
 
+    def pair_operator(self):
+        return groups.lie_walk_pair_operator(self.family.dim, self.family.sigma)
+
 
 #: the built-in families' closed forms, by class (a user family brings its theory through ``moments()``)
 CLOSED_FORMS: dict[type, type[ClosedForms]] = {Rope: RopeForms, NoPE: NoPEForms, SO2Accumulated: SO2AccumulatedForms,

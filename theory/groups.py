@@ -22,6 +22,18 @@ even (d even) or odd (d odd) Hermite functions, and int h_n(u)^2 cos(t u) du = e
 The heat-kernel approximation rho ~ exp(-(d - 1) sigma^2 / 2) (Brownian motion on SO(d) with the Casimir
 E[X^2] = -(d - 1) sigma^2 I; the issue names "heat-kernel decay", this explicit form is a reconstruction)
 agrees to first order in sigma^2; ``lie_walk_heat_kernel`` gives it.  Products decay as rho^n either way.
+
+Lie walk, second moment.  The same invariance makes E[A_ij A_kl] = a d_ij d_kl + b d_ik d_jl + c d_il d_jk (the
+O(d)-invariants of V (x) V (x) V (x) V that pair the indices: Brauer), and contracting with the three pairings gives
+    Q = E[(tr A)^2] = a d^2 + b d + c d,   E[|A|_F^2] = a d + b d^2 + c d = d (A orthogonal),
+    S = E[tr A^2]   = a d + b d + c d^2,   S = E[tr expm(2X)] = d rho(2 sigma).
+With p = d mod 2 and N = floor(d/2), tr A = p + sum_j f(x_j), f(x) = 2 cos x, a linear statistic of the
+determinantal process above (projection kernel on the N functions sqrt(2) h_{2k+p}), so
+    E[sum f] = tr F,  Var[sum f] = sum_k int f^2 phi_k^2 - |F|_F^2,  F_kl = int f(sqrt(2) sigma u) h_a(u) h_b(u) du
+(a = 2k + p, b = 2l + p; int f^2 phi_k^2 = 2 + F(2 sigma)_kk as f^2 = 2 + 2 cos 2x), and the Fourier transform
+of a product of Hermite functions, int h_a h_b e^{itu} du = sqrt(a!/b!) (it/sqrt2)^(b-a) e^{-t^2/4} L_a^(b-a)(t^2/2)
+(a <= b), gives F in closed form.  Hence Q = (p + tr F)^2 + sum_k (2 + F(2 sigma)_kk) - |F|_F^2 (reconstruction,
+derived here; sigma = 0 gives d^2, and sigma -> infinity the Haar values Q = S = 1 for d >= 3).
 """
 
 from __future__ import annotations
@@ -86,6 +98,51 @@ def lie_walk_rate(d: int, sigma: float) -> float:
     orders = 2 * np.arange(d // 2) + odd
     s2 = sigma**2
     return float((odd + 2.0 * math.exp(-s2 / 2.0) * np.sum(sp.eval_laguerre(orders, s2))) / d)
+
+
+def lie_walk_cos_matrix(d: int, sigma: float) -> np.ndarray:
+    """F (N, N), N = floor(d/2): F_kl = int 2 cos(sqrt(2) sigma u) h_a(u) h_b(u) du with a = 2k + p, b = 2l + p,
+    p = d mod 2 (h_n the Hermite functions); for a <= b,
+        F_kl = 2 (-1)^((b-a)/2) sqrt(a!/b!) sigma^(b-a) e^{-sigma^2/2} L_a^(b-a)(sigma^2)
+    (module docstring; its trace is d rho - p, ``lie_walk_rate``)."""
+    if d < 1 or sigma < 0:
+        raise field_error("d" if d < 1 else "sigma", f"must be >= {1 if d < 1 else 0}, got {d if d < 1 else sigma}")
+    orders = 2 * np.arange(d // 2) + d % 2
+    low, high = np.minimum.outer(orders, orders), np.maximum.outer(orders, orders)
+    gap = high - low
+    if sigma > 0:
+        power = np.exp(0.5 * (sp.gammaln(low + 1) - sp.gammaln(high + 1)) + gap * math.log(sigma))
+    else:
+        power = (gap == 0).astype(float)
+    sign = np.where((gap // 2) % 2 == 0, 1.0, -1.0)
+    return 2.0 * sign * power * math.exp(-sigma**2 / 2.0) * sp.eval_genlaguerre(low, gap, sigma**2)
+
+
+def lie_walk_trace_moments(d: int, sigma: float) -> tuple[float, float]:
+    """(Q, S) = (E[(tr A)^2], E[tr A^2]) of one Lie-walk step, exact (module docstring)."""
+    f1, f2 = lie_walk_cos_matrix(d, sigma), lie_walk_cos_matrix(d, 2.0 * sigma)
+    p = d % 2
+    q = (p + np.trace(f1)) ** 2 + np.sum(2.0 + np.diag(f2)) - np.sum(f1**2)
+    return float(q), float(p + np.trace(f2))
+
+
+def isotropic_pair_operator(d: int, trace_sq: float, norm_sq: float, trace_of_sq: float) -> np.ndarray:
+    """E[A (x) A] (d^2, d^2, ``kron`` layout: entry ((i, k), (j, l)) = E[A_ij A_kl]) of a step law invariant under
+    A -> G A G^T for every orthogonal G, from Q = E[(tr A)^2], E[|A|_F^2] and S = E[tr A^2]: a I + b vec(I) vec(I)^T
+    + c K (K the commutation matrix), (a, b, c) solving the three contractions of the module docstring."""
+    system = d * (d - 1) * np.eye(3) + d * np.ones((3, 3))
+    a, b, c = np.linalg.solve(system, [trace_sq, norm_sq, trace_of_sq])
+    eye = np.eye(d)
+    vec_eye = eye.reshape(-1)
+    swap = np.einsum("il,kj->ikjl", eye, eye).reshape(d * d, d * d)
+    return a * np.eye(d * d) + b * np.outer(vec_eye, vec_eye) + c * swap
+
+
+def lie_walk_pair_operator(d: int, sigma: float) -> np.ndarray:
+    """E[A (x) A] of one Lie-walk step, exact: ``isotropic_pair_operator`` with ``lie_walk_trace_moments`` and
+    E[|A|_F^2] = d."""
+    trace_sq, trace_of_sq = lie_walk_trace_moments(d, sigma)
+    return isotropic_pair_operator(d, trace_sq, float(d), trace_of_sq)
 
 
 def lie_walk_heat_kernel(d: int, sigma: float) -> float:

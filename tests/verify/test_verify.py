@@ -424,7 +424,9 @@ def test_a_one_family_report_holds_a_random_built_in_sampler_to_its_exact_mean()
         return any(j.check == "step-pair" for j in rp.plan_for_family(rp.QUICK, family, {"C1", "C4"}))
 
     assert has_step_pair(make_family("householder", dim=16, w="token", vocab=40))
-    assert not has_step_pair(make_family("lie-walk", dim=8))  # no closed-form E[A (x) A]
+    assert has_step_pair(make_family("lie-walk", dim=8))
+    assert not has_step_pair(make_family("haar", dim=2, group="SO"))  # no closed-form E[A (x) A]
+    assert not has_step_pair(make_family("rope", dim=16))  # deterministic steps
     assert not has_step_pair(SignedPermutation(dim=8))
 
 
