@@ -1,8 +1,8 @@
 """Theory curves for the figures, evaluated by ``accum.theory`` at exactly the measured points.
 
 Nothing is measured here: each curve is ``theory.prediction`` (or a named theory evaluator) called with the
-family and options stored in the measurement's record.  A family without a closed form (a user family, the Lie
-walk's far variance) gets the theory estimated from its moment operators, with an rng seeded from the record's own
+family and options stored in the measurement's record.  A family without a closed form (a user family; the Lie
+walk's far mass) gets the theory estimated from its moment operators, with an rng seeded from the record's own
 seed, and the figure's theory source says which curves are estimated.  Where there is no theory at all
 (``NoClosedForm``, e.g. the far mass of a user family) the curve is left out and a note says so; the note goes
 into the figure's caption.

@@ -359,6 +359,11 @@ class LieWalkForms(IsotropicForms):
     def pair_operator(self):
         return groups.lie_walk_pair_operator(self.family.dim, self.family.sigma)
 
+    def far_variance(self, offset, q=None, k=None):
+        q, k = probes(self.family.dim, q, k)
+        coefficients = groups.lie_walk_pair_coefficients(self.family.dim, self.family.sigma)
+        return groups.isotropic_far_variance(self.family.dim, coefficients, offset, q, k)
+
 
 #: the built-in families' closed forms, by class (a user family brings its theory through ``moments()``)
 CLOSED_FORMS: dict[type, type[ClosedForms]] = {Rope: RopeForms, NoPE: NoPEForms, SO2Accumulated: SO2AccumulatedForms,

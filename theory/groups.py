@@ -126,23 +126,44 @@ def lie_walk_trace_moments(d: int, sigma: float) -> tuple[float, float]:
     return float(q), float(p + np.trace(f2))
 
 
-def isotropic_pair_operator(d: int, trace_sq: float, norm_sq: float, trace_of_sq: float) -> np.ndarray:
-    """E[A (x) A] (d^2, d^2, ``kron`` layout: entry ((i, k), (j, l)) = E[A_ij A_kl]) of a step law invariant under
-    A -> G A G^T for every orthogonal G, from Q = E[(tr A)^2], E[|A|_F^2] and S = E[tr A^2]: a I + b vec(I) vec(I)^T
-    + c K (K the commutation matrix), (a, b, c) solving the three contractions of the module docstring."""
-    system = d * (d - 1) * np.eye(3) + d * np.ones((3, 3))
-    a, b, c = np.linalg.solve(system, [trace_sq, norm_sq, trace_of_sq])
+def isotropic_pair_coefficients(d: int, trace_sq: float, norm_sq: float, trace_of_sq: float) -> np.ndarray:
+    """(a, b, c) of E[A_ij A_kl] = a d_ij d_kl + b d_ik d_jl + c d_il d_jk for a step law invariant under
+    A -> G A G^T (G orthogonal), from Q = E[(tr A)^2], E[|A|_F^2] and S = E[tr A^2]: the three contractions of the
+    module docstring, (d (d - 1) I + d 11') (a, b, c) = (Q, E|A|_F^2, S)."""
+    return np.linalg.solve(d * (d - 1) * np.eye(3) + d * np.ones((3, 3)), [trace_sq, norm_sq, trace_of_sq])
+
+
+def isotropic_pair_operator(d: int, coefficients: np.ndarray) -> np.ndarray:
+    """E[A (x) A] (d^2, d^2, ``kron`` layout: entry ((i, k), (j, l)) = E[A_ij A_kl]) from the coefficients (a, b, c)
+    of ``isotropic_pair_coefficients``: a I + b vec(I) vec(I)^T + c K (K the commutation matrix)."""
+    a, b, c = coefficients
     eye = np.eye(d)
     vec_eye = eye.reshape(-1)
     swap = np.einsum("il,kj->ikjl", eye, eye).reshape(d * d, d * d)
     return a * np.eye(d * d) + b * np.outer(vec_eye, vec_eye) + c * swap
 
 
-def lie_walk_pair_operator(d: int, sigma: float) -> np.ndarray:
-    """E[A (x) A] of one Lie-walk step, exact: ``isotropic_pair_operator`` with ``lie_walk_trace_moments`` and
-    E[|A|_F^2] = d."""
+def isotropic_far_variance(d: int, coefficients: np.ndarray, offset: int, q: np.ndarray, k: np.ndarray) -> float:
+    """d E[(q'A_offset..A_1 k)^2] = d q' S^offset(kk') q for i.i.d. steps whose S(X) = E[A X A^T] = a X + b tr(X) I
+    + c X^T (``isotropic_pair_coefficients``).  On X = alpha kk' + beta I, S(X) = (a + c) X + b tr(X) I, so
+    alpha <- (a + c) alpha and beta <- (a + c) beta + b (alpha |k|^2 + beta d), from (1, 0): then the value is
+    d (alpha (q'k)^2 + beta |q|^2)."""
+    a, b, c = coefficients
+    alpha, beta = 1.0, 0.0
+    for _ in range(offset):
+        alpha, beta = (a + c) * alpha, (a + c) * beta + b * (alpha * float(k @ k) + beta * d)
+    return d * (alpha * float(q @ k) ** 2 + beta * float(q @ q))
+
+
+def lie_walk_pair_coefficients(d: int, sigma: float) -> np.ndarray:
+    """(a, b, c) of one Lie-walk step's E[A (x) A], exact: ``lie_walk_trace_moments`` and E[|A|_F^2] = d."""
     trace_sq, trace_of_sq = lie_walk_trace_moments(d, sigma)
-    return isotropic_pair_operator(d, trace_sq, float(d), trace_of_sq)
+    return isotropic_pair_coefficients(d, trace_sq, float(d), trace_of_sq)
+
+
+def lie_walk_pair_operator(d: int, sigma: float) -> np.ndarray:
+    """E[A (x) A] (d^2, d^2) of one Lie-walk step, exact (``isotropic_pair_operator``)."""
+    return isotropic_pair_operator(d, lie_walk_pair_coefficients(d, sigma))
 
 
 def lie_walk_heat_kernel(d: int, sigma: float) -> float:

@@ -24,7 +24,7 @@ Dispatch is by class, not by name: ``CLOSED_FORMS`` (``theory.forms``) maps each
 (``simulations.laws``); any other family gets the moment-operator theory, exact when it defines ``moments()``.
 
 ``predict`` raises ``NoClosedForm`` (a ``NotImplementedError``) where there is no closed form (user-defined
-families, far mass of token angles, the Lie walk's second moment, ...); ``prediction`` then estimates the
+families, far mass of token angles and of the Lie walk, ...); ``prediction`` then estimates the
 quantity from the moment operators when it can.  Unknown quantities or options raise ``ParamError``.
 """
 

@@ -76,7 +76,8 @@ PAIR_FAMILIES = [("so2-accumulated", {"dim": 4, "mu": 0.3, "sigma": 0.7}),
                  ("so2-accumulated", {"dim": 4, "law": "token", "source": "markov", "stay": 0.7}),
                  ("householder", {"dim": 4, "beta": 1.3}), ("householder", {"dim": 4, "beta": 2.0, "w": "token", "vocab": 8}),
                  ("haar", {"dim": 4}), ("givens", {"dim": 4, "sigma": 1.0}), ("rope", {"dim": 4})]
-#: the Lie walk's E[A (x) A] has no far-second-moment route of its own in ``forms``: held to the sampler and below
+#: the Lie walk's E[A (x) A] and far second moment share their coefficients: held to the sampler and to the
+#: eigenvalue density below
 LIE_WALKS = [("lie-walk", {"dim": 4, "sigma": 0.8}), ("lie-walk", {"dim": 5, "sigma": 0.6})]
 
 
@@ -94,7 +95,7 @@ def test_pair_operator_against_the_sampler(name, params):
     assert d * d == closed_forms(fam).pair_operator().shape[0]
 
 
-@pytest.mark.parametrize("name, params", PAIR_FAMILIES)
+@pytest.mark.parametrize("name, params", PAIR_FAMILIES + LIE_WALKS)
 def test_pair_operator_agrees_with_the_far_second_moment_and_the_norm_rate(name, params):
     """Two other routes of the theory: d q'S(kk')q is the far second moment at lag 1 (q != k, non-unit), and S(I) =
     E[A A'] is tau I (tau = 1 for rotations; Householder on the sphere: 1 - beta (2 - beta)/d)."""
@@ -137,6 +138,18 @@ def test_lie_walk_pair_operator_at_its_limits(d):
     g = np.linalg.qr(np.random.default_rng(d).normal(size=(d, d)))[0]
     np.testing.assert_allclose(np.kron(g, g) @ op @ np.kron(g, g).T, op, atol=1e-12)
     np.testing.assert_allclose(groups.lie_walk_trace_moments(d, 30.0), (d, d % 2), atol=1e-9)
+
+
+def test_lie_walk_far_variance_iterates_the_pair_operator():
+    """d q'S^n(kk')q by the two-scalar recursion against n applications of the d^2 x d^2 operator (q != k, non-unit)."""
+    d, sigma = 5, 0.6
+    forms, op = closed_forms(make_family("lie-walk", dim=d, sigma=sigma)), groups.lie_walk_pair_operator(d, sigma)
+    rng = np.random.default_rng(1)
+    q, k = 1.3 * rng.normal(size=d), 0.7 * rng.normal(size=d)
+    vec = np.outer(k, k).ravel()
+    for n in range(6):
+        assert forms.far_variance(n, q, k) == pytest.approx(d * q @ vec.reshape(d, d) @ q, rel=1e-10)
+        vec = op @ vec
 
 
 def test_pair_operator_where_there_is_none():

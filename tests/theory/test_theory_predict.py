@@ -69,7 +69,7 @@ def test_errors_name_the_problem():
     with pytest.raises(NotImplementedError):  # NoClosedForm is a NotImplementedError
         predict("far-mass", make_family("householder", w="token"), far_sizes=[3], s0=1.0)  # estimated only
     with pytest.raises(NoClosedForm):
-        predict("far-variance", make_family("lie-walk", dim=4), offset=2)
+        predict("far-mass", make_family("lie-walk", dim=4), far_sizes=[3], s0=1.0)
     with pytest.raises(ParamError, match="quantity .nonsense. is unknown; allowed: coherence"):
         predict("nonsense", make_family("haar"))
     with pytest.raises(ParamError, match="bad options"):
