@@ -21,7 +21,7 @@ verify: $(STAMP)
 # suite fits the 10 minutes of a 2-core CI machine; then the tests that hold a time limit under a stated load
 # (marked serial: signal latency), alone, so the other worker's tests are not part of their load
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 -m "not serial"
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=40 -m "not serial"
 	$(BIN)/python -m pytest -q -m serial
 
 bench: $(STAMP)
