@@ -155,6 +155,42 @@ def sample_work(db_path: Path, keep: int, seed: int) -> tuple[int, int]:
         return len(kept), len(pending)
 
 
+def start_session(name: str, work: Path, bin_dir: Path, sample: int, seed: int) -> bool:
+    """A new session in ``work``: the installed tree (and its pristine copy), the tests, their coverage contexts on
+    the unmutated tree (which must pass), cosmic-ray's mutants (``sample`` of them when nonzero).  False if the
+    unmutated tree fails its tests."""
+    group = GROUPS[name]
+    for folder in ("tree", "pristine", "tests"):
+        shutil.rmtree(work / folder, ignore_errors=True)
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_architecture import installed_copy
+
+    installed_copy(work / "tree")
+    shutil.copytree(work / "tree", work / "pristine")
+    shutil.copytree(ROOT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(ROOT / "pyproject.toml", work / "pyproject.toml")  # pytest's markers and warning filters
+    (work / "contexts.sqlite").unlink(missing_ok=True)
+    start = time.monotonic()
+    recorded = subprocess.run([str(bin_dir / "python"), __file__, name, "--work", str(work), "--contexts"],
+                              env=mutant_env(work))
+    baseline = time.monotonic() - start
+    if recorded.returncode != 0:
+        print(f"{name}: the tests fail on the unmutated tree (pytest exit {recorded.returncode})", file=sys.stderr)
+        return False
+    # a surviving mutant runs its selected tests and then the whole list: the timeout must leave room for both, or
+    # slowness would be counted as a kill
+    timeout = max(group.get("timeout", 300.0), 4 * baseline)
+    print(f"{name}: the tests take {baseline:.0f} s unmutated (with coverage); timeout {timeout:.0f} s", file=sys.stderr)
+    (work / "cosmic-ray.toml").write_text(config_text(name, group, str(bin_dir / "python"), work, timeout))
+    for command in (["cosmic-ray", "init", "cosmic-ray.toml", "session.sqlite"],
+                    ["cr-filter-operators", "session.sqlite", "cosmic-ray.toml"]):
+        subprocess.run([str(bin_dir / command[0]), *command[1:]], cwd=work, check=True)
+    if sample:
+        kept, total = sample_work(work / "session.sqlite", sample, seed)
+        print(f"{name}: {kept} of {total} mutants sampled (seed {seed})", file=sys.stderr)
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("group", choices=sorted(GROUPS))
@@ -172,37 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         return record_contexts(group, work)
     bin_dir = ROOT / ".venv" / "bin"
     db = work / "session.sqlite"
-    if not db.exists():
-        for folder in ("tree", "pristine", "tests"):
-            shutil.rmtree(work / folder, ignore_errors=True)
-        sys.path.insert(0, str(ROOT / "tests"))
-        from test_architecture import installed_copy
-
-        installed_copy(work / "tree")
-        shutil.copytree(work / "tree", work / "pristine")
-        shutil.copytree(ROOT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__"))
-        shutil.copy2(ROOT / "pyproject.toml", work / "pyproject.toml")  # pytest's markers and warning filters
-        (work / "contexts.sqlite").unlink(missing_ok=True)
-        start = time.monotonic()
-        recorded = subprocess.run([str(bin_dir / "python"), __file__, args.group, "--work", str(work), "--contexts"],
-                                  env=mutant_env(work))
-        baseline = time.monotonic() - start
-        if recorded.returncode != 0:
-            print(f"{args.group}: the tests fail on the unmutated tree (pytest exit {recorded.returncode})",
-                  file=sys.stderr)
-            return 1
-        # a surviving mutant runs its selected tests and then the whole list: the timeout must leave room for both,
-        # or slowness would be counted as a kill
-        timeout = max(group.get("timeout", 300.0), 4 * baseline)
-        print(f"{args.group}: the tests take {baseline:.0f} s unmutated (with coverage); timeout {timeout:.0f} s",
-              file=sys.stderr)
-        (work / "cosmic-ray.toml").write_text(config_text(args.group, group, str(bin_dir / "python"), work, timeout))
-        for command in (["cosmic-ray", "init", "cosmic-ray.toml", "session.sqlite"],
-                        ["cr-filter-operators", "session.sqlite", "cosmic-ray.toml"]):
-            subprocess.run([str(bin_dir / command[0]), *command[1:]], cwd=work, check=True)
-        if args.sample:
-            kept, total = sample_work(db, args.sample, args.seed)
-            print(f"{args.group}: {kept} of {total} mutants sampled (seed {args.seed})", file=sys.stderr)
+    if not db.exists() and not start_session(args.group, work, bin_dir, args.sample, args.seed):
+        return 1
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     subprocess.run([str(bin_dir / "cosmic-ray"), "exec", "cosmic-ray.toml", "session.sqlite"], cwd=work, check=True,
                    env=env)
