@@ -107,7 +107,7 @@ def test_exact_moments_method_gives_a_closed_form_equal_to_the_builtin():
 
 
 def test_builtin_without_closed_form_is_estimated():
-    p = prediction("far-mass", make_family("lie-walk", dim=4, sigma=0.3), rng=np.random.default_rng(5), samples=2000,
+    p = prediction("far-mass", make_family("lie-walk", dim=4, sigma=0.3), rng=np.random.default_rng(5), samples=200,
                    far_sizes=[3], s0=1.0)
     assert p.source.startswith("estimated") and np.all(p.stderr > 0) and np.all(np.isfinite(p.value))
 
