@@ -309,8 +309,7 @@ class HaarForms(IsotropicForms):
         d = self.family.dim
         if self.family.group == "SO" and d <= 2:
             raise self.missing("E[A (x) A] of SO(1) or SO(2)")
-        vec_eye = np.eye(d).reshape(-1)
-        return np.outer(vec_eye, vec_eye) / d
+        return groups.isotropic_pair_operator(d, np.array([0.0, 1.0 / d, 0.0]))
 
     def far_variance(self, offset, q=None, k=None):
         d = self.family.dim
@@ -360,9 +359,12 @@ class LieWalkForms(IsotropicForms):
         return groups.lie_walk_pair_operator(self.family.dim, self.family.sigma)
 
     def far_variance(self, offset, q=None, k=None):
+        return float(self.far_variance_curve(offset, q, k)[offset])
+
+    def far_variance_curve(self, steps, q=None, k=None):
         q, k = probes(self.family.dim, q, k)
         coefficients = groups.lie_walk_pair_coefficients(self.family.dim, self.family.sigma)
-        return groups.isotropic_far_variance(self.family.dim, coefficients, offset, q, k)
+        return groups.isotropic_far_variance_curve(self.family.dim, coefficients, steps, q, k)
 
 
 #: the built-in families' closed forms, by class (a user family brings its theory through ``moments()``)

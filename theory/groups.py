@@ -33,7 +33,8 @@ determinantal process above (projection kernel on the N functions sqrt(2) h_{2k+
 (a = 2k + p, b = 2l + p; int f^2 phi_k^2 = 2 + F(2 sigma)_kk as f^2 = 2 + 2 cos 2x), and the Fourier transform
 of a product of Hermite functions, int h_a h_b e^{itu} du = sqrt(a!/b!) (it/sqrt2)^(b-a) e^{-t^2/4} L_a^(b-a)(t^2/2)
 (a <= b), gives F in closed form.  Hence Q = (p + tr F)^2 + sum_k (2 + F(2 sigma)_kk) - |F|_F^2 (reconstruction,
-derived here; sigma = 0 gives d^2, and sigma -> infinity the Haar values Q = S = 1 for d >= 3).
+derived here; sigma = 0 gives d^2, and sigma -> infinity Q -> d and S -> p: the eigenangles sigma x_j wrap to
+independent uniform angles, which is not the Haar law, whose eigenangles repel).
 """
 
 from __future__ import annotations
@@ -105,8 +106,10 @@ def lie_walk_cos_matrix(d: int, sigma: float) -> np.ndarray:
     p = d mod 2 (h_n the Hermite functions); for a <= b,
         F_kl = 2 (-1)^((b-a)/2) sqrt(a!/b!) sigma^(b-a) e^{-sigma^2/2} L_a^(b-a)(sigma^2)
     (module docstring; its trace is d rho - p, ``lie_walk_rate``)."""
-    if d < 1 or sigma < 0:
-        raise field_error("d" if d < 1 else "sigma", f"must be >= {1 if d < 1 else 0}, got {d if d < 1 else sigma}")
+    if d < 1:
+        raise field_error("d", f"must be >= 1, got {d}")
+    if sigma < 0:
+        raise field_error("sigma", f"must be >= 0, got {sigma}")
     orders = 2 * np.arange(d // 2) + d % 2
     low, high = np.minimum.outer(orders, orders), np.maximum.outer(orders, orders)
     gap = high - low
@@ -143,15 +146,17 @@ def isotropic_pair_operator(d: int, coefficients: np.ndarray) -> np.ndarray:
     return a * np.eye(d * d) + b * np.outer(vec_eye, vec_eye) + c * swap
 
 
-def isotropic_far_variance(d: int, coefficients: np.ndarray, offset: int, q: np.ndarray, k: np.ndarray) -> float:
-    """d E[(q'A_offset..A_1 k)^2] = d q' S^offset(kk') q for i.i.d. steps whose S(X) = E[A X A^T] = a X + b tr(X) I
-    + c X^T (``isotropic_pair_coefficients``).  On X = alpha kk' + beta I, S(X) = (a + c) X + b tr(X) I, so
-    alpha <- (a + c) alpha and beta <- (a + c) beta + b (alpha |k|^2 + beta d), from (1, 0): then the value is
-    d (alpha (q'k)^2 + beta |q|^2)."""
+def isotropic_far_variance_curve(d: int, coefficients: np.ndarray, steps: int, q: np.ndarray,
+                                 k: np.ndarray) -> np.ndarray:
+    """d E[(q'A_t..A_1 k)^2] = d q' S^t(kk') q for t = 0..steps, (steps+1,), for i.i.d. steps whose S(X) = E[A X A^T]
+    = a X + b tr(X) I + c X^T (``isotropic_pair_coefficients``).  On X = alpha kk' + beta I, S(X) = (a + c) X
+    + b tr(X) I, so alpha <- (a + c) alpha and beta <- (a + c) beta + b (alpha |k|^2 + beta d), from (1, 0); the value
+    at t is d (alpha_t (q'k)^2 + beta_t |q|^2)."""
     a, b, c = coefficients
-    alpha, beta = 1.0, 0.0
-    for _ in range(offset):
-        alpha, beta = (a + c) * alpha, (a + c) * beta + b * (alpha * float(k @ k) + beta * d)
+    alpha, beta = np.ones(steps + 1), np.zeros(steps + 1)
+    for t in range(steps):
+        alpha[t + 1] = (a + c) * alpha[t]
+        beta[t + 1] = (a + c) * beta[t] + b * (alpha[t] * float(k @ k) + beta[t] * d)
     return d * (alpha * float(q @ k) ** 2 + beta * float(q @ q))
 
 
