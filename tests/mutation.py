@@ -34,6 +34,9 @@ GROUPS = tomllib.loads((ROOT / "tests" / "mutation_groups.toml").read_text())["g
 #: bitwise, shift, floor-division and modulo replacements of float arithmetic raise TypeError the first time the line
 #: runs: they measure line coverage only, which the kept operators measure too
 EXCLUDED = ["core/ReplaceBinaryOperator_.*_(RShift|LShift|BitOr|BitAnd|BitXor|FloorDiv|Mod)$"]
+#: committed files some tests read beside the tests folder (the sweep's results, the docs they check): linked, not
+#: copied, into the work folder
+COMMITTED_DATA = ("probes", "docs", "measurements", "README.md")
 
 
 #: how pytest judges a mutant: stop at the first failure, warnings as errors, no cache
@@ -169,6 +172,9 @@ def start_session(name: str, work: Path, bin_dir: Path, sample: int, seed: int) 
     shutil.copytree(work / "tree", work / "pristine")
     shutil.copytree(ROOT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(ROOT / "pyproject.toml", work / "pyproject.toml")  # pytest's markers and warning filters
+    for entry in COMMITTED_DATA:
+        (work / entry).unlink(missing_ok=True)
+        (work / entry).symlink_to(ROOT / entry)
     (work / "contexts.sqlite").unlink(missing_ok=True)
     start = time.monotonic()
     recorded = subprocess.run([str(bin_dir / "python"), __file__, name, "--work", str(work), "--contexts"],
