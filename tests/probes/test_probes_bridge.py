@@ -268,15 +268,19 @@ def test_degradation_order_needs_seeds_to_judge(seeds, sign, verdict):
 
 def test_degradation_order_permutation_p_is_uniform_without_an_order():
     """With no relation between D and the degradation, the one-sided permutation p-value is uniform: over 200 random
-    sets of 8 arms, about 5% fall at or below 0.05."""
+    sets of 8 arms, about 5% fall at or below 0.05; and each verdict other than NOT RESOLVED is as rare as its side's
+    alpha / 2 = 2.5% at level 0.95."""
     rng = np.random.default_rng(2)
-    ps = []
+    rows = []
     for _ in range(200):
         theories = {f"a{i}": {str(s): {"degradation_pred": float(rng.normal()), "log_ppl_ratio": float(rng.normal())}
                               for s in range(3)} for i in range(8)}
-        ps.append(theory_stats.order_row(theories, 0.95)["p"])
-    share = np.mean(np.array(ps) <= 0.05)
+        rows.append(theory_stats.order_row(theories, 0.95))
+    share = np.mean(np.array([r["p"] for r in rows]) <= 0.05)
     assert abs(share - 0.05) < 3.5 * math.sqrt(0.05 * 0.95 / 200)
+    for verdict in (stats.CONFIRMED, stats.CONTRADICTED):
+        share = np.mean([r["verdict"] == verdict for r in rows])
+        assert abs(share - 0.025) < 3.5 * math.sqrt(0.025 * 0.975 / 200), (verdict, share)
 
 
 def test_degradation_order_ranks_only_arms_with_enough_seeds():
@@ -394,3 +398,18 @@ def test_judged_rows_share_one_family_wise_level():
     theories = {"a": {"0": run}, "b": {"0": dict(run, multipliers=[8, 64])}}
     assert theory_stats.judged_count(theories) == 2 * 1 + 2 * 2 + 2
     assert theory_stats.row_level(theories) == pytest.approx(1 - 0.05 / 8)
+
+
+def test_run_errors_per_layer_mean_the_heads_of_each_layer():
+    """Two layers of three heads (layers != heads, so a mean over the wrong axis has another shape): d per layer is
+    the mean over that layer's heads of logit(F_law) - logit(F_meas), by hand; d is the mean over all six."""
+    meas = [[0.2, 0.5], [0.3, 0.6], [0.4, 0.7]]
+    law = [[0.25, 0.5], [0.3, 0.65], [0.5, 0.7]]
+    one = synthetic_run(meas, law)
+    two = dict(one, layers=[one["layers"][0], dict(one["layers"][0], far_mass_law=meas)],
+               train_config={"arm": "rope", "n_heads": 3})
+    err = theory_stats.run_errors(two, "law")
+    logodds = np.log(np.array(law) / (1 - np.array(law))) - np.log(np.array(meas) / (1 - np.array(meas)))
+    first = logodds.mean(axis=0)
+    np.testing.assert_allclose(err["d_layers"], [first, [0.0, 0.0]], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(err["d"], first / 2, rtol=1e-12)

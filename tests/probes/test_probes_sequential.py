@@ -206,3 +206,15 @@ def test_host_robustness_bounds_a_rerun_on_another_machine():
     for s in moved["rope"]:
         moved["rope"][s]["ppl"][-1] *= np.exp(-tol)
     assert S.sequential_verdict(BEATS, moved, "ppl", [0, 1, 2], [3], 0.05)["verdict"] == S.CONFIRMED
+
+def test_host_robustness_moves_both_ends_of_a_flat_claim():
+    """A flat claim (ALiBi's +-log 1.05) is decided by both ends: an interval well inside the margin survives the
+    host shift on either end; one whose upper end lies within the shift of the margin does not."""
+    flat = next(c for c in S.claim_definitions(S.plain_specs(["rope", "random", "alibi"])) if c["id"] == "alibi_flat")
+    runs = {arm: {str(s): {"host": "ab"[s % 2]} for s in range(10)} for _, arm, _ in flat["terms"]}
+    shift = S.host_shift(flat, 10, 0.95, S.HOST_LOG_TOLERANCE["ppl"])  # a ratio: two logs, 0.028 at 10 seeds
+    assert 0.01 < shift < S.FLAT_MARGIN - 0.01
+    row = {"verdict": S.CONFIRMED, "n": 10, "level": 0.95, "metric": "ppl", "seeds": list(range(10))}
+    assert S.host_robust(flat, {**row, "ci": [-0.005, 0.005]}, runs) is True
+    assert S.host_robust(flat, {**row, "ci": [-0.005, S.FLAT_MARGIN - shift / 2]}, runs) is False
+    assert S.host_robust(flat, {**row, "ci": [-S.FLAT_MARGIN + shift / 2, 0.005]}, runs) is False

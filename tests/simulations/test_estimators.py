@@ -236,6 +236,8 @@ def test_drift_fp32_exceeds_fp64():
     (lambda f, r: est.near_weight(f, 10, 4.0, 4, r), "far_sizes must be a non-empty increasing list of integers in "
                                                       "[1, 1000000000], got 10"),
     (lambda f, r: est.far_residual(f, [10**10], 4, r), "far_sizes"),
+    (lambda f, r: est.far_residual(f, [0, 5], 4, r), "far_sizes must be a non-empty increasing list of integers in "
+                                                     "[1, 1000000000], got [0, 5]"),  # the range's lower end
     (lambda f, r: est.score_gap(f, 4, 10, r, bins=0), "bins must be an integer in [1, 1000000], got 0"),
     (lambda f, r: est.score_gap(f, 4, 10, r, bins=-1), "bins must be an integer"),
     (lambda f, r: est.near_weight(f, [10], 1e308, 4, r), "'s0' = 1e+308 is out of range"),

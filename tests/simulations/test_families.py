@@ -390,3 +390,19 @@ def test_householder_mean_step_is_one_minus_beta_over_d():
     d, beta, n = 5, 0.7, 6
     got = prediction("coherence", make_family("householder", dim=d, beta=beta), steps=n).value
     np.testing.assert_allclose(got, [(1 - beta / d) ** j for j in range(n + 1)], rtol=1e-14)
+
+
+def test_structured_sample_reports_equal_the_dense_steps_report():
+    """``sample_report`` (max |A^T A - I|, max ||A||_2) of Householder steps, from w and beta alone, against the plain
+    fp64 one of the same steps as dense matrices: non-unit w, beta on both sides of 1 and past 2, batch 3 != steps 5
+    != d 4 (an axis mixed up shows as a wrong number or a shape error)."""
+    from accum.simulations.steps import DenseSteps, HouseholderSteps
+
+    rng = np.random.default_rng(12)
+    w = rng.normal(size=(3, 5, 4)) * rng.uniform(0.5, 1.5, size=(3, 5, 1))
+    beta = rng.uniform(0.2, 2.4, size=(3, 5))
+    steps = HouseholderSteps(w, beta)
+    for exact_dim in (4, 2):  # eigvalsh, then the bound past exact_dim (the structured form is exact either way)
+        ortho, top = steps.sample_report(exact_dim)
+        dense_ortho, dense_top = DenseSteps(steps.dense()).sample_report(4)
+        assert ortho == pytest.approx(dense_ortho, rel=1e-12) and top == pytest.approx(dense_top, rel=1e-12)

@@ -34,3 +34,14 @@ def test_householder_pair_in_row_blocks_equals_the_dense_sums(dim, samples, monk
     assert len(pairs.row_blocks(dim, 1.0, dim)) == (dim + 1) // 2
     np.testing.assert_allclose(op.left(x), sum(a @ x @ a.T for a in mats) / samples, rtol=0, atol=1e-12)
     np.testing.assert_allclose(op.values(u, v), [np.sum(u * (a @ v @ a.T)) for a in mats], rtol=0, atol=1e-12)
+
+
+def test_row_blocks_hold_the_stated_piece_sizes():
+    """The defaults as their comments state them: a memory-bound 4096 x 4096 result in 16 pieces of 2^20 elements
+    (8 MB), a 4096 x 4096 x 4096 product (2 * 4096^2 flops a row) in pieces of 59 rows (at most 2e9 flops); the slices
+    cover the rows in order, without gaps."""
+    blocks = pairs.row_blocks(4096, 1.0, 4096)
+    assert [(b.start, b.stop) for b in blocks] == [(256 * i, 256 * (i + 1)) for i in range(16)]
+    blocks = pairs.row_blocks(4096, 2.0 * 4096**2, 4096)
+    assert {b.stop - b.start for b in blocks[:-1]} == {59} and blocks[-1].stop == 4096
+    assert all(a.stop == b.start for a, b in zip(blocks, blocks[1:]))

@@ -69,6 +69,7 @@ def test_gaussian_approximation_holds_where_the_far_mass_concentrates():
     sub = {r["sigma"]: 0.5, r["N"]: 1000, r["s0"]: 4.0}
     assert float(r["near_weight"].subs(sub)) == pytest.approx(float(far.near_weight(1000, 4.0, 0.25)), rel=1e-12)
     assert float(r["mgf"].subs(r["sigma"], 0.5)) == pytest.approx(math.exp(0.125), rel=1e-14)
+    assert float(r["far_mass"].subs(sub)) == pytest.approx(1000 * math.exp(0.125 - 4.0), rel=1e-14)
     # i.i.d. Gaussian logits, N >> e^{sigma^2} - 1: the Jensen bracket pins the mean near weight
     sigma2, s0, n = 0.5, 5.0, 2000
     rng = np.random.default_rng(2)

@@ -69,6 +69,20 @@ def test_token_law_matches_path_enumeration():
     exact = np.cumsum([f1, f2, f3])
     assert np.all(np.abs(got - exact) <= per_lag * np.array([1, 2, 3]))
     np.testing.assert_allclose(got, exact, rtol=3e-4)  # in practice far inside the bound (MODE_WEIGHT's comment)
+    # the default truncation, MODE_WEIGHT = 1e-5: 3.5e-4 relative here (its comment: 3e-4 against 1e-8 at N = 1)
+    np.testing.assert_allclose(farmass.token_far_mass(plane_angles(f), [1, 2, 3], 4.0), exact, rtol=5e-4)
+
+
+def test_token_modes_split_the_whole_bessel_weight():
+    """Kept plus neglected weight is prod_b e^{x_b} / I_0(x_b) (sum over all j of prod_b I_{|j_b|}/I_0, by the
+    generating function e^{x cos t} = sum_j I_j(x) e^{ijt} at t = 0); keeping weight >= 1 leaves only j = 0."""
+    x = np.array([0.5, 1.0, 0.25])
+    total = float(np.prod(np.exp(x) / sp.i0(x)))
+    modes, weights, neglected = farmass.token_modes(x, 1e-4)
+    assert weights.sum() + neglected == pytest.approx(total, rel=1e-12) and 0 < neglected < 1e-2
+    modes, weights, neglected = farmass.token_modes(x, 1.0)
+    assert modes.tolist() == [[0, 0, 0]] and weights.tolist() == [1.0]
+    assert neglected == pytest.approx(total - 1.0, rel=1e-12)
 
 
 def test_mixing_estimate_agrees_with_the_closed_form_on_reflections():

@@ -75,12 +75,17 @@ def test_mean_product_norm_shrinkage_and_second_moment_by_monte_carlo(beta):
 
 
 def test_reflection_second_moment_tends_to_the_haar_value():
+    """E[(q^T P_n k)^2] -> |q|^2 |k|^2 / d for reflections (the Haar value, by hand: E[U k k^T U^T] = |k|^2 I / d), on
+    non-unit, non-parallel probes of different norms (|q|^2 = 5, |k|^2 = 10.25: a swapped or dropped norm shows)."""
     d = 5
-    q, k = np.eye(d)[0], np.eye(d)[0]
+    q, k = np.array([2.0, 0.0, 1.0, 0.0, 0.0]), np.array([0.5, 3.0, 0.0, 0.0, -1.0])
     op = hh.pair_operator(2.0, d)
     vec = np.linalg.matrix_power(op, 400) @ np.outer(k, k).reshape(-1)
-    assert q @ vec.reshape(d, d) @ q == pytest.approx(1 / d, abs=1e-12)
-    assert float(hh.far_second_moment(2.0, d, 400, q, k)) == pytest.approx(hh.far_second_moment_limit(2.0, d, q, k), abs=1e-12)
+    assert q @ vec.reshape(d, d) @ q == pytest.approx(5.0 * 10.25 / d, rel=1e-12)
+    assert float(hh.far_second_moment(2.0, d, 400, q, k)) == pytest.approx(5.0 * 10.25 / d, rel=1e-12)
+    assert hh.far_second_moment_limit(2.0, d, q, k) == pytest.approx(5.0 * 10.25 / d, rel=1e-15)
+    assert hh.far_second_moment_limit(0.0, d, q, k) == pytest.approx(float(q @ k) ** 2, rel=1e-15)
+    assert hh.far_second_moment_limit(1.0, d, q, k) == 0.0
     assert hh.norm_rate(2.0, d) == 1.0 and hh.norm_rate(0.0, d) == 1.0
 
 

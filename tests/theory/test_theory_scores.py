@@ -58,6 +58,9 @@ def test_hoeffding_bound_dominates_the_exact_and_monte_carlo_tails():
     p_hat = (np.abs(s)[:, None] >= ts).mean(0)
     k = z_threshold(BUDGET, ts.size)
     assert np.all(p_hat - k * np.sqrt(p_hat * (1 - p_hat) / s.size) <= scores.hoeffding_tail_bound(ts, plane_coefficients(q, q)))
+    # by hand, planes of unequal weight (|c|^2 = 0.25 + 2.25): 2 exp(-t^2 / (2 * 2.5)) at t = 3, capped at 1 at t = 1
+    np.testing.assert_allclose(scores.hoeffding_tail_bound([3.0, 1.0], np.array([0.5, 1.5j])), [2 * math.exp(-1.8), 1.0],
+                               rtol=1e-14)
 
 
 def test_block_far_variance_equals_the_family_form():

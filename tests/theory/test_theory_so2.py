@@ -194,9 +194,9 @@ def test_markov_transfer_rate_is_the_decay_of_the_path_characteristic():
 def test_far_mass_terms_match_monte_carlo(params):
     fam = make_family("so2-accumulated", dim=8, **params)
     rng = np.random.default_rng(8)
-    q = rng.normal(size=8)
-    q /= np.linalg.norm(q)
-    k = q.copy()
+    q, k = rng.normal(size=8), rng.normal(size=8)
+    q *= 1.2 / np.linalg.norm(q)  # non-unit q != k: the plane coefficients c_b have phases alpha_b != 0
+    k *= 0.8 / np.linalg.norm(k)
     s0 = 3.0
     terms, limit = so2.far_mass_terms(plane_angles(fam), 40, s0, q, k)
     x = np.exp(s0 * fam.sample(rng, 40, 40000).bilinear(q, k)[:, 1:] - s0)
@@ -204,14 +204,36 @@ def test_far_mass_terms_match_monte_carlo(params):
     assert_within(x.mean(0)[idx], x.std(0, ddof=1)[idx] / math.sqrt(x.shape[0]), np.pad(terms, (0, 40 - terms.size), constant_values=limit)[idx], BUDGET)
 
 
-def test_far_mass_tail_shortcut_equals_direct_summation():
-    fam = make_family("so2-accumulated", dim=8, law="gaussian", sigma=0.5)
+@pytest.mark.parametrize("sigma, mu", [(0.5, 0.0), (0.2, 0.3)])
+def test_far_mass_tail_shortcut_equals_direct_summation(sigma, mu):
+    """The exact terms stop at the lag D where every plane's j-th term 2 I_j/I_0 |phi_j|^D is under 1e-17: with
+    |phi_j| = exp(-j^2 sigma^2 / 2) the slowest is j = 1, D = log(1e-17 / w_1) / log|phi_1| (1953 lags at sigma 0.2;
+    a cut set by the fast high orders instead stops near 37, where f(D) is still far from f(inf))."""
+    fam = make_family("so2-accumulated", dim=8, law="gaussian", sigma=sigma, mu=mu)
     terms, limit = so2.far_mass_terms(plane_angles(fam), 10**6, 4.0)
-    assert terms.size < 1000 and terms[-1] == pytest.approx(limit, rel=1e-14)
-    sizes = [1, 10, terms.size, 5000]
-    direct = [np.sum(np.pad(terms, (0, 5000))[:n]) + max(0, n - terms.size) * limit for n in sizes]
+    assert terms.size < 2000 and terms[-1] == pytest.approx(limit, rel=1e-14)
+    end = 3 * terms.size
+    sizes = [1, 10, terms.size, end]
+    direct = [np.sum(np.pad(terms, (0, end))[:n]) + max(0, n - terms.size) * limit for n in sizes]
     np.testing.assert_allclose(so2.far_mass(plane_angles(fam), sizes, 4.0), direct, rtol=1e-12)
     np.testing.assert_allclose(so2.far_mass(plane_angles(fam), [3], 4.0, slope=0.5),
                                np.sum(terms[:3] * np.exp(-0.5 * np.arange(1, 4))), rtol=1e-12)
     with pytest.raises(NoClosedForm):
         so2.far_mass(plane_angles(make_family("so2-accumulated", law="token")), [10], 4.0)
+
+
+@pytest.mark.parametrize("params", [dict(law="gaussian", mu=0.3, sigma=0.5), dict(law="vonmises", mu=-0.4, kappa=2.5),
+                                    dict(law="wrapped-cauchy", mu=0.5, gamma=0.3), dict(law="uniform", a=1.3),
+                                    dict(law="token", source="markov", vocab=4, stay=0.6), dict(law="lattice", m=3)],
+                         ids=["gaussian", "vonmises", "wrapped-cauchy", "uniform", "token-markov", "lattice"])
+def test_far_second_moment_curve_is_the_pointwise_second_moment(params):
+    """The one-pass curve (diagonals replaced in the squared sums) against ``far_second_moment`` at every lag, the
+    plain double sum over plane pairs of ``pair_characteristics``; 3 planes, nonzero mean angles, non-unit q != k
+    whose plane coefficients c_b are complex with |c_b| != 1 (so c_b, c_b^2 and |c_b|^2 all differ)."""
+    fam = make_family("so2-accumulated", dim=6, **params)
+    rng = np.random.default_rng(31)
+    q, k = 1.7 * rng.normal(size=6), 0.6 * rng.normal(size=6)
+    curve = so2.far_second_moment_curve(plane_angles(fam), 7, q, k)
+    want = [so2.far_second_moment(plane_angles(fam), t, q, k) for t in range(8)]
+    np.testing.assert_allclose(curve, want, rtol=1e-12, atol=1e-14)
+    assert curve[0] == pytest.approx(float(q @ k) ** 2, rel=1e-12)
