@@ -413,3 +413,19 @@ def test_run_errors_per_layer_mean_the_heads_of_each_layer():
     first = logodds.mean(axis=0)
     np.testing.assert_allclose(err["d_layers"], [first, [0.0, 0.0]], rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(err["d"], first / 2, rtol=1e-12)
+
+
+def test_window_rows_give_each_arm_its_window_ranges_and_rho():
+    """One printed row per arm: the range of the predicted and measured windows over its runs' heads, and the mean
+    over seeds of the head rank correlation (seeds whose predicted windows do not vary are left out)."""
+    def run(pred, meas, rho, spread):
+        layer = {"window_pred": pred, "window_measured": meas}
+        return {"layers": [layer], "spearman_window": rho, "window_pred_range": spread}
+
+    theories = {"a": {"0": run([2.0, 5.0], [30.0, 40.0], 0.5, 3.0), "1": run([3.0, 9.0], [20.0, 41.0], 0.3, 6.0),
+                      "2": run([4.0, 4.0], [25.0, 26.0], None, 0.0)},
+                "b": {"0": run([1.0, 1.5], [10.0, 12.0], -0.2, 0.5)}}
+    rows = {r["arm"]: r for r in theory_stats.window_rows(theories)}
+    assert rows["a"]["window_pred"] == [2.0, 9.0] and rows["a"]["window_measured"] == [20.0, 41.0]
+    assert rows["a"]["seeds"] == 3 and rows["a"]["values"] == [0.5, 0.3] and rows["a"]["mean"] == pytest.approx(0.4)
+    assert rows["b"]["values"] == [] and rows["b"]["window_pred"] == [1.0, 1.5]

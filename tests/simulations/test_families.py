@@ -406,3 +406,30 @@ def test_structured_sample_reports_equal_the_dense_steps_report():
         ortho, top = steps.sample_report(exact_dim)
         dense_ortho, dense_top = DenseSteps(steps.dense()).sample_report(4)
         assert ortho == pytest.approx(dense_ortho, rel=1e-12) and top == pytest.approx(dense_top, rel=1e-12)
+
+
+def test_dense_draws_go_in_pieces_of_the_stated_work():
+    """``dense_in_pieces`` calls ``draw`` on consecutive pieces of PIECE_FLOPS / d^3 matrices (a QR is ~d^3 flops):
+    at d = 64 and PIECE_FLOPS = 5e7, 190 a piece, so 1000 matrices in 5 full pieces and one of 50."""
+    from accum.simulations import params
+    from accum.simulations.families import dense_in_pieces
+
+    calls = []
+
+    def draw(count):
+        calls.append(count)
+        return np.zeros((count, 64, 64))
+
+    assert params.PIECE_FLOPS == 5e7
+    assert dense_in_pieces(draw, (10, 100), 64).shape == (10, 100, 64, 64)
+    assert calls == [190] * 5 + [50]
+
+
+def test_path_memory_is_the_larger_of_the_vectors_and_the_steps():
+    """``path_floats``: (n + 1) d numbers of vectors or n steps of the form's size, by hand at d = 8, n = 10."""
+    from accum.simulations.montecarlo import path_floats
+    from accum.simulations.steps import AngleSteps, DenseSteps, HouseholderSteps
+
+    assert path_floats(AngleSteps, 8, 10) == 88  # 10 steps of 4 angles: 40 < 11 x 8
+    assert path_floats(HouseholderSteps, 8, 10) == 88  # 10 directions of 8: 80 < 88
+    assert path_floats(DenseSteps, 8, 10) == 640  # 10 matrices of 64

@@ -237,3 +237,14 @@ def test_far_second_moment_curve_is_the_pointwise_second_moment(params):
     want = [so2.far_second_moment(plane_angles(fam), t, q, k) for t in range(8)]
     np.testing.assert_allclose(curve, want, rtol=1e-12, atol=1e-14)
     assert curve[0] == pytest.approx(float(q @ k) ** 2, rel=1e-12)
+
+
+def test_token_second_moment_refuses_a_transfer_computation_past_its_budget(monkeypatch):
+    """The token law's second moment needs one V x V transfer matrix per plane pair, (d/2)^2 V^2 numbers: past
+    MAX_TRANSFER_ENTRIES it is missing (NoClosedForm), while the coherence's d/2 matrices still fit (here 3 planes,
+    V = 4: 144 numbers against a budget of 100; 48 for the coherence)."""
+    fam = make_family("so2-accumulated", dim=6, law="token", source="markov", vocab=4, stay=0.5)
+    monkeypatch.setattr(so2, "MAX_TRANSFER_ENTRIES", 100)
+    assert so2.coherence(plane_angles(fam), 3).shape == (4,)
+    with pytest.raises(NoClosedForm, match="needs 9 x 4 x 4 entries"):
+        so2.far_second_moment_curve(plane_angles(fam), 3)
