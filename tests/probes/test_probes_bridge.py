@@ -429,3 +429,11 @@ def test_window_rows_give_each_arm_its_window_ranges_and_rho():
     assert rows["a"]["window_pred"] == [2.0, 9.0] and rows["a"]["window_measured"] == [20.0, 41.0]
     assert rows["a"]["seeds"] == 3 and rows["a"]["values"] == [0.5, 0.3] and rows["a"]["mean"] == pytest.approx(0.4)
     assert rows["b"]["values"] == [] and rows["b"]["window_pred"] == [1.0, 1.5]
+
+
+def test_degradation_order_verdicts_at_a_stricter_level():
+    """At level 0.99 each side gets alpha / 2 = 0.005: the exact order of 6 arms (p = 1/720 = 0.0014) is CONFIRMED and
+    the reversed one CONTRADICTED; at level 0.999 (0.0005 a side) neither is resolved."""
+    for sign, verdict in ((1.0, stats.CONFIRMED), (-1.0, stats.CONTRADICTED)):
+        assert theory_stats.order_row(synthetic_theories(6, 3, sign), 0.99)["verdict"] == verdict
+        assert theory_stats.order_row(synthetic_theories(6, 3, sign), 0.999)["verdict"] == stats.NOT_RESOLVED

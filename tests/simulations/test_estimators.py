@@ -486,3 +486,27 @@ def test_score_gap_with_non_unit_probes_is_q2_k2_for_haar():
     e = est.score_gap(make_family("haar", dim=6), 1, 20000, np.random.default_rng(8), q=q, k=k)
     within(e, float(q @ q) * float(k @ k))
     assert e.near == pytest.approx(float(q @ k))
+
+
+def test_first_crossing_at_its_ends():
+    """c(n) = 2 (1/2)^n: the level is relative to c(0), so eps = 1 is met at n = 0 and eps = 1/2 at n = 1 exactly;
+    a level below the curve's range is never met (inf); a curve starting at 0 has no relative level."""
+    from accum.simulations.stats import first_crossing
+
+    curve = 2.0 * 0.5 ** np.arange(6)
+    assert first_crossing(curve, 1.0) == 0.0 and first_crossing(curve, 0.5) == pytest.approx(1.0)
+    assert first_crossing(curve, 0.01) == float("inf")
+    with pytest.raises(ValueError, match="non-zero c\\(0\\)"):
+        first_crossing(np.zeros(3), 0.5)
+
+
+def test_batches_split_a_budget_of_floats():
+    """Sub-batches of at most budget // per_sample samples (at least one), covering the samples in order."""
+    assert list(mc.batches(10, 1, budget=4)) == [4, 4, 2]
+    assert list(mc.batches(10, 3, budget=7)) == [2] * 5
+    assert list(mc.batches(3, 100, budget=7)) == [1, 1, 1]
+
+
+def test_controlled_mean_names_the_shapes_that_disagree():
+    with pytest.raises(ValueError, match=r"known means of shape \(3,\) for controls of shape \(2,\)"):
+        mc.controlled_mean(np.zeros(3), np.eye(3), 10, np.zeros(3))

@@ -433,3 +433,11 @@ def test_path_memory_is_the_larger_of_the_vectors_and_the_steps():
     assert path_floats(AngleSteps, 8, 10) == 88  # 10 steps of 4 angles: 40 < 11 x 8
     assert path_floats(HouseholderSteps, 8, 10) == 88  # 10 directions of 8: 80 < 88
     assert path_floats(DenseSteps, 8, 10) == 640  # 10 matrices of 64
+
+
+def test_a_markov_source_that_never_leaves_its_token_is_refused():
+    """stay lies in [0, 1): stay = 1 would repeat the first token for ever (no stationary mixing), so it is refused
+    with the parameter's name and range; just under 1 is accepted."""
+    with pytest.raises(ParamError, match="stay"):
+        make_family("so2-accumulated", law="token", source="markov", stay=1.0)
+    assert make_family("so2-accumulated", law="token", source="markov", stay=0.999).stay == 0.999

@@ -116,3 +116,6 @@ def test_a_family_whose_steps_never_mix_has_no_mixing_estimate():
     assert mixing_estimable(make_family("givens", dim=8, sigma=1.0))
     with pytest.raises(farmass.NoClosedForm, match="never ends"):
         farmass.transient_lags(1.0)
+    # steps whose mean vanishes (rate 0) need one lag; at rate 1/2 the first D with 2^-D <= 1e-8 is 27 (2^-26 = 1.5e-8)
+    assert farmass.transient_lags(0.0) == 1 and farmass.TRANSIENT_DECAY == 1e-8
+    assert farmass.transient_lags(0.5) == 27

@@ -44,6 +44,8 @@ def test_cap_bound_dominates_the_exact_tail():
     t = np.linspace(0, 1, 201)
     for d in range(2, 300, 7):
         assert np.all(scores.haar_tail(t, d) <= scores.haar_tail_bound(t, d) + 1e-15)
+    # by hand: 2 exp(-d t^2 / 2) at d = 10, t = 0.8 is 2 e^{-3.2}; capped at 1 for t = 0.1
+    np.testing.assert_allclose(scores.haar_tail_bound([0.8, 0.1], 10), [2 * math.exp(-3.2), 1.0], rtol=1e-14)
 
 
 def test_hoeffding_bound_dominates_the_exact_and_monte_carlo_tails():

@@ -224,13 +224,15 @@ def test_far_mass_tail_shortcut_equals_direct_summation(sigma, mu):
 
 @pytest.mark.parametrize("params", [dict(law="gaussian", mu=0.3, sigma=0.5), dict(law="vonmises", mu=-0.4, kappa=2.5),
                                     dict(law="wrapped-cauchy", mu=0.5, gamma=0.3), dict(law="uniform", a=1.3),
-                                    dict(law="token", source="markov", vocab=4, stay=0.6), dict(law="lattice", m=3)],
-                         ids=["gaussian", "vonmises", "wrapped-cauchy", "uniform", "token-markov", "lattice"])
+                                    dict(law="token", source="markov", vocab=4, stay=0.6), dict(law="lattice", m=3),
+                                    dict(name="rope", base=50.0)],
+                         ids=["gaussian", "vonmises", "wrapped-cauchy", "uniform", "token-markov", "lattice", "rope"])
 def test_far_second_moment_curve_is_the_pointwise_second_moment(params):
     """The one-pass curve (diagonals replaced in the squared sums) against ``far_second_moment`` at every lag, the
     plain double sum over plane pairs of ``pair_characteristics``; 3 planes, nonzero mean angles, non-unit q != k
     whose plane coefficients c_b are complex with |c_b| != 1 (so c_b, c_b^2 and |c_b|^2 all differ)."""
-    fam = make_family("so2-accumulated", dim=6, **params)
+    params = dict(params)
+    fam = make_family(params.pop("name", "so2-accumulated"), dim=6, **params)
     rng = np.random.default_rng(31)
     q, k = 1.7 * rng.normal(size=6), 0.6 * rng.normal(size=6)
     curve = so2.far_second_moment_curve(plane_angles(fam), 7, q, k)
