@@ -331,3 +331,30 @@ def test_second_moment_gap_of_householder_is_its_norm_rate(d):
     traceless = householder.pair_coefficients(1.0, d)[0]
     assert not gap.all_fixed and gap.value - k * gap.stderr <= tau <= gap.plug_in + k * gap.stderr, (gap, tau)
     assert gap.value - k * gap.stderr > traceless, (gap, traceless)
+
+
+def test_top_singular_pair_by_lanczos_equals_the_full_svd(monkeypatch):
+    """Past DIRECT_SVD_DIM the top pair comes from ARPACK (svds, k = 1): on a non-symmetric 37 x 37 matrix with a
+    clear top value it is the full SVD's pair, up to one common sign, and u^T M v = sigma_max."""
+    rng = np.random.default_rng(14)
+    a, b = rng.normal(size=37), rng.normal(size=37)
+    m = 3.0 * np.outer(a / np.linalg.norm(a), b / np.linalg.norm(b)) + 0.1 * rng.normal(size=(37, 37))
+    u_ref, s_ref, vh_ref = np.linalg.svd(m)
+    monkeypatch.setattr(gaps, "DIRECT_SVD_DIM", 10)
+    u, s, v = gaps.top_singular_pair(m)
+    assert s == pytest.approx(s_ref[0], rel=1e-10) and float(u @ m @ v) == pytest.approx(s_ref[0], rel=1e-10)
+    sign = np.sign(u @ u_ref[:, 0])
+    np.testing.assert_allclose(sign * u, u_ref[:, 0], atol=1e-8)
+    np.testing.assert_allclose(sign * v, vh_ref[0], atol=1e-8)
+
+
+def test_second_moment_gap_of_steps_that_annihilate_everything_is_zero():
+    """A = 0 (a user family's degenerate steps): S = 0, so the power method's first step gives S(V) = 0 and
+    T(S(V)) = 0; the gap is 0 exactly, with no division by zero on the way (warnings are errors here)."""
+    import warnings
+
+    zero = DenseSteps(np.zeros((40, 1, 3, 3)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gap = gaps.second_moment_gap(*sampled.split([zero]), np.random.default_rng(15))
+    assert gap.value == 0.0 and gap.plug_in == 0.0

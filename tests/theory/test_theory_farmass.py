@@ -119,3 +119,19 @@ def test_a_family_whose_steps_never_mix_has_no_mixing_estimate():
     # steps whose mean vanishes (rate 0) need one lag; at rate 1/2 the first D with 2^-D <= 1e-8 is 27 (2^-26 = 1.5e-8)
     assert farmass.transient_lags(0.0) == 1 and farmass.TRANSIENT_DECAY == 1e-8
     assert farmass.transient_lags(0.5) == 27
+
+
+def test_householder_far_mass_with_opposed_probes_by_monte_carlo():
+    """q . k < 0 (cosine -0.6), non-unit probes (|q| = 1.2, |k| = 0.9), one and two lags: the Gegenbauer series
+    against 200000 sampled paths of the engine-free recursion x <- x - beta (w . x) w, within 4.5 se each."""
+    d, beta, s0 = 5, 1.3, 3.0
+    f = make_family("householder", dim=d, beta=beta)
+    q = 1.2 * np.eye(d)[0]
+    k = 0.9 * (-0.6 * np.eye(d)[0] + 0.8 * np.eye(d)[1])
+    g = np.random.default_rng(16).normal(size=(200_000, 2, d))
+    w = g / np.linalg.norm(g, axis=2, keepdims=True)
+    x1 = k - beta * (w[:, 0] @ k)[:, None] * w[:, 0]
+    x2 = x1 - beta * np.einsum("bd,bd->b", w[:, 1], x1)[:, None] * w[:, 1]
+    vals = np.cumsum(np.exp(s0 * np.stack([x1 @ q, x2 @ q], axis=1) - s0), axis=1)
+    got = farmass.householder_far_mass(f, [1, 2], s0, q, k)
+    assert np.all(np.abs(vals.mean(0) - got) < 4.5 * vals.std(0) / np.sqrt(len(vals))), (vals.mean(0), got)

@@ -102,5 +102,8 @@ def test_token_directions_by_enumeration_and_monte_carlo():
     assert hh.coherence(fam, 3, q, k)[3] == pytest.approx(q @ want @ k, abs=1e-12)
     want2 = np.mean([(q @ c @ b @ a @ k) ** 2 for a in mats for b in mats for c in mats])
     assert hh.family_far_second_moment(fam, 3, q, k) == pytest.approx(want2, abs=1e-12)
+    curve = hh.family_far_second_moment_curve(fam, 3, q, k)  # the pair operator applied once per lag
+    np.testing.assert_allclose(curve, [hh.family_far_second_moment(fam, t, q, k) for t in range(4)], rtol=1e-12)
+    assert curve[0] == pytest.approx(float(q @ k) ** 2, rel=1e-12) and curve[3] == pytest.approx(want2, abs=1e-12)
     s = fam.sample(rng, 3, 40000).bilinear(q, k)[:, 3]
     assert_within(s.mean(), s.std(ddof=1) / math.sqrt(s.size), q @ want @ k, BUDGET)
