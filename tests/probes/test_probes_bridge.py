@@ -437,3 +437,14 @@ def test_degradation_order_verdicts_at_a_stricter_level():
     for sign, verdict in ((1.0, stats.CONFIRMED), (-1.0, stats.CONTRADICTED)):
         assert theory_stats.order_row(synthetic_theories(6, 3, sign), 0.99)["verdict"] == verdict
         assert theory_stats.order_row(synthetic_theories(6, 3, sign), 0.999)["verdict"] == stats.NOT_RESOLVED
+
+
+def test_failures_name_the_share_of_heads_outside_the_premise():
+    """An arm whose premise holds in a quarter of its heads fails it in 75% of them; an arm where it holds everywhere
+    is not listed; a CONTRADICTED row is listed with its log-odds d."""
+    result = {"applies_share": {"a": 0.25, "b": 1.0},
+              "far": [{"arm": "a", "multiplier": 8, "kind": "law", "verdict": stats.CONTRADICTED, "mean": 0.5}],
+              "orders": []}
+    lines = theory_stats.failures(result)
+    assert lines[0].startswith("a: incoherence premise fails in 75% of heads") and not any(l.startswith("b:") for l in lines)
+    assert lines[1].endswith("CONTRADICTED (log-odds d = +0.500)") and len(lines) == 2

@@ -58,6 +58,9 @@ def test_seed_text_interval_without_text_blocks_is_the_seed_t_interval():
     iv = paper.seed_text_interval(d, 0.95)
     assert iv["ci"] == pytest.approx(stats.t_interval(d[:, 0].tolist(), 0.95)["ci"], rel=1e-12)
     assert paper.seed_text_interval(d[:1], 0.95)["ci"] is None
+    # no spread at all (identical seeds, one block): df falls back to S - 1 and the interval is the point
+    flat = paper.seed_text_interval(np.full((4, 1), 0.2), 0.95)
+    assert flat["df"] == 3.0 and flat["ci"] == pytest.approx([0.2, 0.2], abs=1e-15)
 
 
 @pytest.mark.parametrize("text_sd", [0.0, 0.05, 0.2])

@@ -148,3 +148,13 @@ def test_jackknife_removes_the_bias_of_a_squared_norm():
         z_corrected.append(value[1] / se[1])
         z_plug.append(plug[1] / se[1])
     assert abs(np.mean(z_corrected)) <= 4 / np.sqrt(100) and np.mean(z_plug) > 2.0
+
+
+def test_onset_from_moments_searches_past_its_first_block():
+    """E[A] = 0.99 I: c(n) = 0.99^n q.k, so the onset at eps = 0.01 is log(0.01) / log(0.99) = 458.2 steps, past
+    the first block of 64 (the search grows the block until it finds the crossing or reaches max_steps)."""
+    d = 3
+    mom = moments.StepMoments(0.99 * np.eye(d), 0.99**2 * np.einsum("ij,kl->ijkl", np.eye(d), np.eye(d)))
+    q, k = np.array([1.0, 2.0, 0.5]), np.array([0.3, 1.0, -1.0])
+    assert moments.onset(mom, 0.01, q=q, k=k) == pytest.approx(np.log(0.01) / np.log(0.99), rel=1e-9)
+    assert moments.onset(mom, 0.01, max_steps=100, q=q, k=k) == float("inf")
