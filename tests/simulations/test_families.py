@@ -406,6 +406,14 @@ def test_structured_sample_reports_equal_the_dense_steps_report():
         ortho, top = steps.sample_report(exact_dim)
         dense_ortho, dense_top = DenseSteps(steps.dense()).sample_report(4)
         assert ortho == pytest.approx(dense_ortho, rel=1e-12) and top == pytest.approx(dense_top, rel=1e-12)
+    # the dense report past exact_dim is the bound ||A||_2 <= sqrt(1 + d max|A^T A - I|), by hand
+    dense = DenseSteps(steps.dense())
+    assert dense.sample_report(2) == pytest.approx((dense_ortho, math.sqrt(1.0 + 4 * dense_ortho)), rel=1e-12)
+    # ||A^T A - I||_F per step from (w, beta) alone, against the dense matrices
+    a = steps.dense()
+    want = np.linalg.norm(np.swapaxes(a, -1, -2) @ a - np.eye(4), axis=(-2, -1))
+    np.testing.assert_allclose(steps.orthogonality_drift(), want, rtol=1e-10)
+    np.testing.assert_allclose(dense.orthogonality_drift(), want, rtol=1e-12)
 
 
 def test_dense_draws_go_in_pieces_of_the_stated_work():

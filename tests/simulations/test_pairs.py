@@ -45,3 +45,16 @@ def test_row_blocks_hold_the_stated_piece_sizes():
     blocks = pairs.row_blocks(4096, 2.0 * 4096**2, 4096)
     assert {b.stop - b.start for b in blocks[:-1]} == {59} and blocks[-1].stop == 4096
     assert all(a.stop == b.start for a, b in zip(blocks, blocks[1:]))
+
+
+def test_pair_operators_state_their_cost_in_flops():
+    """The flops of one application that the second-moment gap's step cap divides by: dense 4 M d^3 (two d x d
+    products a sample), angles 16 (d/2)^2 (elementwise in the plane basis), Householder 6 M d^2."""
+    from accum.simulations.families import make_family
+    from accum.theory import sampled
+
+    rng = np.random.default_rng(17)
+    dense = pairs.DensePair(sampled.draw_steps(make_family("haar", dim=5), 7, rng))
+    angles = pairs.AnglePair(sampled.draw_steps(make_family("so2-accumulated", dim=6, sigma=0.5), 7, rng))
+    householder = pairs.HouseholderPair(sampled.draw_steps(make_family("householder", dim=5, beta=1.2), 7, rng))
+    assert (dense.cost, angles.cost, householder.cost) == (4.0 * 7 * 5**3, 16.0 * 3**2, 6.0 * 7 * 5**2)
