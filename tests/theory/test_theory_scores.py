@@ -11,6 +11,7 @@ from scipy import integrate
 
 from accum.simulations.families import make_family
 from accum.simulations.stats import z_threshold
+from accum.simulations.params import ParamError
 from accum.theory import scores, so2
 from accum.theory._common import plane_coefficients
 from accum.theory.forms import plane_angles
@@ -115,3 +116,11 @@ def test_far_score_density_is_the_c4_gaussian(q_norm, k_norm, d):
         exact = lambda x: (1 - (x / r) ** 2) ** ((d - 3) / 2) / (z * r)
         tv = 0.5 * integrate.quad(lambda x: abs(exact(x) - dens(x)), -r, r, points=[0.0], limit=200)[0]
         assert tv < 2.0 / d
+
+
+def test_far_variance_by_hand_and_its_dimension_range():
+    """|q|^2 |k|^2 / d with non-unit norms (2 and 0.5 at d = 3: 1/3); d = 1 is the smallest dimension, 0 is refused."""
+    assert scores.far_variance(2.0, 0.5, 3) == pytest.approx(1 / 3, rel=1e-15)
+    assert scores.far_variance(2.0, 0.5, 1) == pytest.approx(1.0, rel=1e-15)
+    with pytest.raises(ParamError, match="d must be >= 1, got 0"):
+        scores.far_variance(1.0, 1.0, 0)
