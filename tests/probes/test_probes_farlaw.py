@@ -12,6 +12,7 @@ from accum.probes import farlaw
 from accum.probes.analysis import far_mass
 from accum.probes.steplaw import HeadLaw
 from accum.simulations.families import make_family
+from accum.simulations.params import ParamError
 from accum.theory import so2
 from accum.theory.forms import plane_angles
 
@@ -147,3 +148,23 @@ def test_near_statistics_are_the_explicit_log_sum_exp_over_lags_below_L():
         np.testing.assert_allclose(got[head].log_z_near, want, rtol=0, atol=1e-9)
         np.testing.assert_array_equal(got[head].keys, k[:, head].reshape(-1, d).numpy())
         np.testing.assert_array_equal(got[head].queries, q[:, head, L:].reshape(-1, d).numpy())
+
+
+def test_c4_sd_by_hand():
+    """C4's far-score sd sqrt(E|q|^2 E|k|^2 / d) / sqrt(d): queries of squared norms 4 and 2 (mean 3), keys of 1 and
+    2 (mean 1.5), d = 2: sqrt(4.5 / 2) / sqrt(2) = 0.75 sqrt(2)."""
+    queries = np.array([[2.0, 0.0], [1.0, -1.0]])
+    keys = np.array([[1.0, 0.0], [1.0, 1.0]])
+    stats = farlaw.HeadStats(queries, np.zeros(2), keys)
+    assert farlaw.c4_sd(stats) == pytest.approx(0.75 * math.sqrt(2.0), rel=1e-15)
+
+
+def test_far_exp_ratios_take_one_stream_or_more():
+    """streams counts queries from 1 up: one stream gives one row of ratios per chunk; 0 is refused naming it."""
+    family = make_family("so2-accumulated", dim=D, law="rope-uniform", base=30.0)
+    rng = np.random.default_rng(4)
+    stats = farlaw.HeadStats(rng.normal(size=(1, D)), np.zeros(1), rng.normal(size=(1, D)))
+    chunks = list(farlaw.far_exp_ratios(HeadLaw(family, 0.0, "test"), stats, L, 5, 1, rng))
+    assert np.concatenate([c[1] for c in chunks], axis=1).shape == (1, 5)
+    with pytest.raises(ParamError, match="streams"):
+        list(farlaw.far_exp_ratios(HeadLaw(family, 0.0, "test"), stats, L, 5, 0, rng))
