@@ -50,3 +50,6 @@ def test_carried_far_mass_fits_2x_and_extends_with_a_constant_weight_per_key(slo
         lo, hi = (mid, hi) if far(mid, 2 * seq_len) < 0.37 else (lo, mid)
     np.testing.assert_allclose(got[1:], [far(lo, m * seq_len) for m in mult[1:]], rtol=1e-6)
     assert baselines.carried_far_mass(0.0, slope, seq_len, mult) == [0.0] * 3
+    # a 2x far mass below what any weight in [e^-80, e^80] gives stays at the smallest weight, not the largest
+    assert max(baselines.carried_far_mass(1e-40, slope, seq_len, mult)) < 1e-30
+    assert min(baselines.carried_far_mass(1.0 - 1e-15, slope, seq_len, mult)) > 0.99
