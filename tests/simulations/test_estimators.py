@@ -510,3 +510,12 @@ def test_batches_split_a_budget_of_floats():
 def test_controlled_mean_names_the_shapes_that_disagree():
     with pytest.raises(ValueError, match=r"known means of shape \(3,\) for controls of shape \(2,\)"):
         mc.controlled_mean(np.zeros(3), np.eye(3), 10, np.zeros(3))
+
+
+def test_z_scores_by_hand():
+    """(measured - predicted) / sqrt(se^2 + floor^2): with no floor by default, 0.1 / 0.05 = 2; a floor of 0.12 gives
+    0.1 / 0.13."""
+    from accum.simulations.stats import z_scores
+
+    np.testing.assert_allclose(z_scores([1.1, 0.9], [1.0, 1.0], [0.05, 0.05]), [2.0, -2.0], rtol=1e-12)
+    np.testing.assert_allclose(z_scores([1.1], [1.0], [0.05], floor=0.12), [0.1 / 0.13], rtol=1e-12)
