@@ -35,3 +35,24 @@ def test_only_the_measured_fields_of_a_curve_enter_its_key():
         changed = fig_data.plan([dataclasses.replace(job, **{name: value})], SEED)[0].hash != base
         assert changed == (name in ("quantity", "family", "params", "options")), name
     assert fig_data.plan([job], SEED + 1)[0].hash != base
+
+
+def test_failed_jobs_are_named_three_at_a_time_after_the_others_are_saved(tmp_path, monkeypatch):
+    """Five jobs of which four fail: the one that finished is saved, and the error names the first three failures and
+    how many more there are; with the default seed 0 the saved file is the one ``plan(jobs, 0)`` names."""
+    import pytest
+
+    jobs = [CurveSpec("coherence", "householder", {"dim": 6}, {"steps": 4, "samples": s}, "h", "label", 0)
+            for s in (8, 9, 10, 11, 12)]
+    planned = fig_data.plan(jobs, 0)
+
+    def outcomes(todo, workers, client):
+        assert workers == 1  # the library default
+        for job in todo:
+            yield job, ({"ok": True} if job.hash == planned[0].hash else ValueError(f"bad {job.hash[:6]}"))
+
+    monkeypatch.setattr(sweep, "outcomes", outcomes)
+    with pytest.raises(fig_data.DataError, match=r"4 of 5 figure jobs failed .*; and 1 more$"):
+        fig_data.ensure(jobs, tmp_path, progress=False)
+    assert sweep.result_path(tmp_path, planned[0]).exists()
+    assert not any(sweep.result_path(tmp_path, p).exists() for p in planned[1:])
