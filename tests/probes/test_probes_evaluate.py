@@ -83,3 +83,11 @@ def test_far_mass_and_nll_do_not_depend_on_batching_or_chunking(arm):
         assert close(first[key], value), key
     assert first["ppl"] == pytest.approx(math.exp(ref["nll"]), rel=1e-12)
     assert first["ppl_last_segment"] == pytest.approx(math.exp(ref["segment_nll"][-1]), rel=1e-12)
+
+
+def test_tokens_per_batch_range_ends_at_2_to_the_40():
+    """tokens_per_batch in [1, 2^40]: both ends accepted, one past either refused naming it."""
+    assert EvalConfig(tokens_per_batch=2**40).tokens_per_batch == 2**40 and EvalConfig(tokens_per_batch=1)
+    for bad in (0, 2**40 + 1):
+        with pytest.raises(ValueError, match="tokens_per_batch"):
+            EvalConfig(tokens_per_batch=bad)

@@ -4,6 +4,8 @@ Budget: each test may fail a correct estimator with probability <= 1e-5, split (
 points it checks; the whole suite's false-failure probability stays below 1e-3.
 """
 
+import math
+
 import numpy as np
 import pytest
 
@@ -519,3 +521,15 @@ def test_z_scores_by_hand():
 
     np.testing.assert_allclose(z_scores([1.1, 0.9], [1.0, 1.0], [0.05, 0.05]), [2.0, -2.0], rtol=1e-12)
     np.testing.assert_allclose(z_scores([1.1], [1.0], [0.05], floor=0.12), [0.1 / 0.13], rtol=1e-12)
+
+
+def test_score_gap_in_sds_needs_a_spread_of_far_scores():
+    """gap_sd = (q.k - E s) / sd(s): finite for a random family, inf for RoPE, whose far score is one number (its sd
+    is rounding only); by hand for RoPE, E s is q^T R(offset) k."""
+    rng = np.random.default_rng(18)
+    q, k = np.array([1.0, 0.5, -0.3, 0.2]), np.array([0.4, 1.0, 0.1, -0.6])
+    random = est.score_gap(make_family("haar", dim=4), 3, 200, rng, q=q, k=k)
+    assert math.isfinite(random.gap_sd) and random.gap_sd == pytest.approx((q @ k - random.far_mean) / math.sqrt(
+        random.far_mean_stderr**2 * random.n), rel=1e-9)
+    rope = est.score_gap(make_family("rope", dim=4, base=10.0), 3, 50, rng, q=q, k=k)
+    assert rope.gap_sd == math.inf
