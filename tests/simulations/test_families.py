@@ -449,3 +449,17 @@ def test_a_markov_source_that_never_leaves_its_token_is_refused():
     with pytest.raises(ParamError, match="stay"):
         make_family("so2-accumulated", law="token", source="markov", stay=1.0)
     assert make_family("so2-accumulated", law="token", source="markov", stay=0.999).stay == 0.999
+
+
+def test_a_family_summary_is_the_first_line_of_its_docstring():
+    """``accum families`` prints each family's summary: the first line of its class docstring, not a later one."""
+    assert make_family("householder", dim=4).summary() == type(make_family("householder", dim=4)).__doc__.strip().splitlines()[0]
+
+    from accum.simulations.families import BuiltinFamily
+
+    class Described(BuiltinFamily):
+        """One line that says what it is.
+
+        A longer body, with its own last line."""
+
+    assert Described.summary() == "One line that says what it is."

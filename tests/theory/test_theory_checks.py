@@ -358,3 +358,14 @@ def test_second_moment_gap_of_steps_that_annihilate_everything_is_zero():
         warnings.simplefilter("error")
         gap = gaps.second_moment_gap(*sampled.split([zero]), np.random.default_rng(15))
     assert gap.value == 0.0 and gap.plug_in == 0.0
+
+
+def test_second_moment_gap_stops_at_its_step_cap(monkeypatch):
+    """With the tolerance at 0 (never converged) and a cap of 3 steps, the power method takes exactly 3 steps and
+    says it did not converge (its value is then a lower bound)."""
+    monkeypatch.setattr(gaps, "POWER_TOL", 0.0)
+    monkeypatch.setattr(gaps, "POWER_ITERS", 3)
+    monkeypatch.setattr(gaps, "POWER_ITERS_MAX", 3)
+    chunks = sampled.draw_steps(make_family("householder", dim=4, beta=1.0), 200, np.random.default_rng(19))
+    gap = gaps.second_moment_gap(*sampled.split(chunks), np.random.default_rng(20))
+    assert gap.iterations == 3 and not gap.converged
