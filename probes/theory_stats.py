@@ -160,7 +160,7 @@ def far_rows(theories: dict, kind: str, level: float) -> list[dict]:
     for arm, runs in theories.items():
         errs = [run_errors(r, kind) for r in runs.values()]
         for i, m in enumerate(next(iter(runs.values()))["multipliers"]):
-            judged = m in JUDGED and not (kind == "c3" and m == 2)
+            judged = m in JUDGED
             values = [float(e["d"][i]) for e in errs]
             iv = stats.t_interval(values, level if judged else 0.95)
             verdict = stats.flat_verdict(iv["ci"], FAR_MARGIN) if judged else "not judged"

@@ -448,3 +448,12 @@ def test_failures_name_the_share_of_heads_outside_the_premise():
     lines = theory_stats.failures(result)
     assert lines[0].startswith("a: incoherence premise fails in 75% of heads") and not any(l.startswith("b:") for l in lines)
     assert lines[1].endswith("CONTRADICTED (log-odds d = +0.500)") and len(lines) == 2
+
+
+@pytest.mark.parametrize("kind", ["law", "c3"])
+def test_far_rows_are_judged_at_the_judged_lengths_only(kind):
+    """Both predictions are judged at 8x, 64x and 512x; 2x (in-sample for C3) and 4x are printed, not judged."""
+    meas = [[0.3, 0.5, 0.6, 0.8, 0.9], [0.2, 0.4, 0.5, 0.7, 0.95]]
+    runs = {str(s): synthetic_run(meas, meas, mult=(2, 4, 8, 64, 512)) for s in range(3)}
+    rows = theory_stats.far_rows({"rope": runs}, kind, 0.95)
+    assert {r["multiplier"]: r["judged"] for r in rows} == {2: False, 4: False, 8: True, 64: True, 512: True}

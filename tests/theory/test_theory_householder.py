@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy import integrate
 
+from accum.simulations.params import ParamError
 from accum.simulations.families import make_family
 from accum.theory import householder as hh
 
@@ -107,3 +108,11 @@ def test_token_directions_by_enumeration_and_monte_carlo():
     assert curve[0] == pytest.approx(float(q @ k) ** 2, rel=1e-12) and curve[3] == pytest.approx(want2, abs=1e-12)
     s = fam.sample(rng, 3, 40000).bilinear(q, k)[:, 3]
     assert_within(s.mean(), s.std(ddof=1) / math.sqrt(s.size), q @ want @ k, BUDGET)
+
+
+def test_householder_theory_takes_beta_in_0_to_2():
+    """beta in [0, 2] (steps of norm <= 1): both ends are evaluated, just past either end is refused naming beta."""
+    assert hh.mean_rate(0.0, 4) == 1.0 and hh.mean_rate(2.0, 4) == pytest.approx(0.5)
+    for bad in (-1e-9, 2.0 + 1e-9):
+        with pytest.raises(ParamError, match=r"beta must lie in \[0, 2\]"):
+            hh.mean_rate(bad, 4)
