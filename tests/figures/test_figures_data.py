@@ -56,3 +56,5 @@ def test_failed_jobs_are_named_three_at_a_time_after_the_others_are_saved(tmp_pa
         fig_data.ensure(jobs, tmp_path, progress=False)
     assert sweep.result_path(tmp_path, planned[0]).exists()
     assert not any(sweep.result_path(tmp_path, p).exists() for p in planned[1:])
+    with pytest.raises(fig_data.DataError, match=r"3 of 3 figure jobs failed .*: ValueError: bad \w+$"):
+        fig_data.ensure(jobs[1:4], tmp_path, progress=False)  # three failures: all named, no "more"

@@ -457,3 +457,13 @@ def test_far_rows_are_judged_at_the_judged_lengths_only(kind):
     runs = {str(s): synthetic_run(meas, meas, mult=(2, 4, 8, 64, 512)) for s in range(3)}
     rows = theory_stats.far_rows({"rope": runs}, kind, 0.95)
     assert {r["multiplier"]: r["judged"] for r in rows} == {2: False, 4: False, 8: True, 64: True, 512: True}
+
+
+def test_a_baseline_is_beaten_only_when_the_whole_interval_is_above_zero():
+    """e_baseline - e_law per seed: all clearly positive beats the baseline; a mean above 0 whose interval reaches
+    below 0 does not; too few seeds with the baseline give None."""
+    law = [0.1, 0.1, 0.1, 0.1]
+    assert theory_stats.beats(law, [0.5, 0.6, 0.55, 0.52], 0.95)["beats"] is True
+    straddles = theory_stats.beats(law, [0.5, -0.2, 0.3, 0.0], 0.95)
+    assert straddles["mean"] > 0 and straddles["ci"][0] < 0 < straddles["ci"][1] and straddles["beats"] is False
+    assert theory_stats.beats(law, [0.5, None, None, None], 0.95)["beats"] is None

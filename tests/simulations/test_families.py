@@ -414,6 +414,9 @@ def test_structured_sample_reports_equal_the_dense_steps_report():
     want = np.linalg.norm(np.swapaxes(a, -1, -2) @ a - np.eye(4), axis=(-2, -1))
     np.testing.assert_allclose(steps.orthogonality_drift(), want, rtol=1e-10)
     np.testing.assert_allclose(dense.orthogonality_drift(), want, rtol=1e-12)
+    # rotations: A^T A - I is rounding only, in the angle form and as dense matrices
+    angles = make_family("so2-accumulated", dim=6, mu=0.3, sigma=2.0).sample(rng, 4, 3)
+    assert np.max(angles.orthogonality_drift()) < 1e-14 and np.max(DenseSteps(angles.dense()).orthogonality_drift()) < 1e-14
 
 
 def test_dense_draws_go_in_pieces_of_the_stated_work():
