@@ -6,6 +6,8 @@ import dataclasses
 import functools
 import pathlib
 
+import pytest
+
 from accum.figures import data as fig_data
 from accum.figures.specs import CurveSpec, figure_specs
 from accum.simulations import grid as grids
@@ -40,8 +42,6 @@ def test_only_the_measured_fields_of_a_curve_enter_its_key():
 def test_failed_jobs_are_named_three_at_a_time_after_the_others_are_saved(tmp_path, monkeypatch):
     """Five jobs of which four fail: the one that finished is saved, and the error names the first three failures and
     how many more there are; with the default seed 0 the saved file is the one ``plan(jobs, 0)`` names."""
-    import pytest
-
     jobs = [CurveSpec("coherence", "householder", {"dim": 6}, {"steps": 4, "samples": s}, "h", "label", 0)
             for s in (8, 9, 10, 11, 12)]
     planned = fig_data.plan(jobs, 0)

@@ -207,6 +207,7 @@ def test_host_robustness_bounds_a_rerun_on_another_machine():
         moved["rope"][s]["ppl"][-1] *= np.exp(-tol)
     assert S.sequential_verdict(BEATS, moved, "ppl", [0, 1, 2], [3], 0.05)["verdict"] == S.CONFIRMED
 
+
 def test_host_robustness_moves_both_ends_of_a_flat_claim():
     """A flat claim (ALiBi's +-log 1.05) is decided by both ends: an interval well inside the margin survives the
     host shift on either end; one whose upper end lies within the shift of the margin does not."""

@@ -201,4 +201,3 @@ def test_controlled_transient_agrees_with_the_closed_form_and_shrinks_its_error(
     exact = farmass.householder_far_mass(f, [10, 1000], 4.0, q, k)
     assert n == 1000 and dof == 997 and np.all(np.abs(value - exact) <= two_sided_k(2) * se)
     assert np.all(plain[1] > 3 * se)
-

@@ -526,7 +526,7 @@ def test_z_scores_by_hand():
 
 def test_score_gap_in_sds_needs_a_spread_of_far_scores():
     """gap_sd = (q.k - E s) / sd(s): finite for a random family, inf for RoPE, whose far score is one number (its sd
-    is rounding only); by hand for RoPE, E s is q^T R(offset) k."""
+    is rounding only)."""
     rng = np.random.default_rng(18)
     q, k = np.array([1.0, 0.5, -0.3, 0.2]), np.array([0.4, 1.0, 0.1, -0.6])
     random = est.score_gap(make_family("haar", dim=4), 3, 200, rng, q=q, k=k)

@@ -402,12 +402,12 @@ def test_structured_sample_reports_equal_the_dense_steps_report():
     w = rng.normal(size=(3, 5, 4)) * rng.uniform(0.5, 1.5, size=(3, 5, 1))
     beta = rng.uniform(0.2, 2.4, size=(3, 5))
     steps = HouseholderSteps(w, beta)
+    dense = DenseSteps(steps.dense())
+    dense_ortho, dense_top = dense.sample_report(4)
     for exact_dim in (4, 2):  # eigvalsh, then the bound past exact_dim (the structured form is exact either way)
         ortho, top = steps.sample_report(exact_dim)
-        dense_ortho, dense_top = DenseSteps(steps.dense()).sample_report(4)
         assert ortho == pytest.approx(dense_ortho, rel=1e-12) and top == pytest.approx(dense_top, rel=1e-12)
     # the dense report past exact_dim is the bound ||A||_2 <= sqrt(1 + d max|A^T A - I|), by hand
-    dense = DenseSteps(steps.dense())
     assert dense.sample_report(2) == pytest.approx((dense_ortho, math.sqrt(1.0 + 4 * dense_ortho)), rel=1e-12)
     # ||A^T A - I||_F per step from (w, beta) alone, against the dense matrices
     a = steps.dense()

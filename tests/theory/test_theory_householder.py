@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import integrate
 
-from accum.simulations.params import ParamError
 from accum.simulations.families import make_family
+from accum.simulations.params import ParamError
 from accum.theory import householder as hh
 
 from conftest import assert_within

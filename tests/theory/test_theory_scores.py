@@ -10,8 +10,8 @@ import pytest
 from scipy import integrate
 
 from accum.simulations.families import make_family
-from accum.simulations.stats import z_threshold
 from accum.simulations.params import ParamError
+from accum.simulations.stats import z_threshold
 from accum.theory import scores, so2
 from accum.theory._common import plane_coefficients
 from accum.theory.forms import plane_angles
