@@ -2,12 +2,14 @@
 the modules mutated and the tests that must kill the mutants).  Not part of `make test`.  From the repository root:
 
     .venv/bin/pip install cosmic-ray==8.7.0 coverage==7.17.3
-    .venv/bin/python tests/mutation.py GROUP [--work DIR] [--sample N] [--seed S]
+    .venv/bin/python tests/mutation.py GROUP [--work DIR] [--sample N] [--seed S] [--refresh]
 
 The package is copied to DIR/tree as an install lays it out and the tests to DIR/tests (the mutants never touch the
 checkout; PYTHONPATH puts the copy before the editable install).  ``--sample N`` keeps N mutants drawn at random
 (seeded) from the group's mutants and marks the others skipped, so a group is measured on a sample.  Resumable: a
-second run with the same DIR continues where the first stopped.  Prints cosmic-ray's report (survivors and score).
+second run with the same DIR continues where the first stopped; with ``--refresh`` it first takes the checkout's
+current tests (refused if the checkout's modules are not the session's).  Prints cosmic-ray's report (survivors and
+score).
 
 Each mutant is judged as the whole test list judges it, in two stages (``kill``): first the tests that ran one of
 the mutated lines in the unmutated tree (coverage contexts, one per test, recorded once per session by
@@ -158,18 +160,10 @@ def sample_work(db_path: Path, keep: int, seed: int) -> tuple[int, int]:
         return len(kept), len(pending)
 
 
-def start_session(name: str, work: Path, bin_dir: Path, sample: int, seed: int) -> bool:
-    """A new session in ``work``: the installed tree (and its pristine copy), the tests, their coverage contexts on
-    the unmutated tree (which must pass), cosmic-ray's mutants (``sample`` of them when nonzero).  False if the
-    unmutated tree fails its tests."""
-    group = GROUPS[name]
-    for folder in ("tree", "pristine", "tests"):
-        shutil.rmtree(work / folder, ignore_errors=True)
-    sys.path.insert(0, str(ROOT / "tests"))
-    from test_architecture import installed_copy
-
-    installed_copy(work / "tree")
-    shutil.copytree(work / "tree", work / "pristine")
+def copy_tests(name: str, work: Path, bin_dir: Path) -> float | None:
+    """The checkout's tests (and pyproject.toml, the committed data linked) into ``work``, and their coverage
+    contexts recorded on the unmutated tree; returns the seconds that took, or None when the tests fail there."""
+    shutil.rmtree(work / "tests", ignore_errors=True)
     shutil.copytree(ROOT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(ROOT / "pyproject.toml", work / "pyproject.toml")  # pytest's markers and warning filters
     for entry in COMMITTED_DATA:
@@ -179,9 +173,53 @@ def start_session(name: str, work: Path, bin_dir: Path, sample: int, seed: int) 
     start = time.monotonic()
     recorded = subprocess.run([str(bin_dir / "python"), __file__, name, "--work", str(work), "--contexts"],
                               env=mutant_env(work))
-    baseline = time.monotonic() - start
     if recorded.returncode != 0:
         print(f"{name}: the tests fail on the unmutated tree (pytest exit {recorded.returncode})", file=sys.stderr)
+        return None
+    return time.monotonic() - start
+
+
+def checkout_tree(dst: Path) -> Path:
+    """The checkout's modules as an install lays them out, under ``dst``."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_architecture import installed_copy
+
+    return installed_copy(dst)
+
+
+def differing_modules(a: Path, b: Path) -> list[str]:
+    """Relative paths of the .py files that differ between the trees ``a`` and ``b`` (or are in one only)."""
+    files_a = {p.relative_to(a) for p in a.rglob("*.py")}
+    files_b = {p.relative_to(b) for p in b.rglob("*.py")}
+    return sorted(str(f) for f in files_a ^ files_b) + sorted(
+        str(f) for f in files_a & files_b if (a / f).read_bytes() != (b / f).read_bytes())
+
+
+def refresh_session(name: str, work: Path, bin_dir: Path) -> bool:
+    """Give a started session the checkout's current tests (a resumed session otherwise keeps the copy it started
+    with), so the pending mutants are judged by them.  Refused (False) unless the checkout's modules equal the
+    session's pristine tree: the mutants' positions hold only for that tree.  Judged mutants keep their outcomes."""
+    current = checkout_tree(work / "checkout")
+    differ = differing_modules(current, work / "pristine")
+    shutil.rmtree(current)
+    if differ:
+        print(f"{name}: the checkout's modules differ from the session's ({', '.join(differ)}); start a new work "
+              "folder", file=sys.stderr)
+        return False
+    return copy_tests(name, work, bin_dir) is not None
+
+
+def start_session(name: str, work: Path, bin_dir: Path, sample: int, seed: int) -> bool:
+    """A new session in ``work``: the installed tree (and its pristine copy), the tests, their coverage contexts on
+    the unmutated tree (which must pass), cosmic-ray's mutants (``sample`` of them when nonzero).  False if the
+    unmutated tree fails its tests."""
+    group = GROUPS[name]
+    for folder in ("tree", "pristine"):
+        shutil.rmtree(work / folder, ignore_errors=True)
+    checkout_tree(work / "tree")
+    shutil.copytree(work / "tree", work / "pristine")
+    baseline = copy_tests(name, work, bin_dir)
+    if baseline is None:
         return False
     # a surviving mutant runs its selected tests and then the whole list: the timeout must leave room for both, or
     # slowness would be counted as a kill
@@ -205,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--kill", action="store_true", help="(cosmic-ray's test command) judge the mutant in WORK/tree")
     p.add_argument("--contexts", action="store_true", help="(internal) record the tests' coverage contexts")
+    p.add_argument("--refresh", action="store_true",
+                   help="a started session's pending mutants are judged by the checkout's current tests")
     args = p.parse_args(argv)
     group = GROUPS[args.group]
     work = (args.work or Path(f"/tmp/accum-mutation-{args.group}")).resolve()
@@ -215,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     bin_dir = ROOT / ".venv" / "bin"
     db = work / "session.sqlite"
     if not db.exists() and not start_session(args.group, work, bin_dir, args.sample, args.seed):
+        return 1
+    if args.refresh and db.exists() and not refresh_session(args.group, work, bin_dir):
         return 1
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     subprocess.run([str(bin_dir / "cosmic-ray"), "exec", "cosmic-ray.toml", "session.sqlite"], cwd=work, check=True,

@@ -1,8 +1,8 @@
-"""The mutation harness's selection (tests/mutation.py): which lines a mutant changed, and which tests ran them."""
+"""The mutation harness (tests/mutation.py): the lines a mutant changed, the tests that ran them, when to refresh."""
 
 from __future__ import annotations
 
-from mutation import changed_lines, selected_tests
+from mutation import changed_lines, differing_modules, selected_tests
 
 
 def test_changed_lines_are_the_original_lines_replaced_deleted_or_inserted_at():
@@ -21,3 +21,17 @@ def test_the_tests_that_ran_a_line_are_selected_and_an_unseen_line_asks_for_the_
     assert selected_tests(contexts, {3, 7}) is None  # line 7: no test ran it in its own process
     assert selected_tests(contexts, {5}) is None  # run while the test files were imported
     assert selected_tests(contexts, {6}) is None
+
+
+def test_a_session_is_refreshed_only_when_its_modules_are_the_checkouts(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for tree in (a, b):
+        (tree / "pkg").mkdir(parents=True)
+        (tree / "pkg" / "m.py").write_text("x = 1\n")
+        (tree / "pkg" / "data.txt").write_text("not a module\n")
+    assert differing_modules(a, b) == []
+    (b / "pkg" / "data.txt").write_text("changed, but not a module\n")
+    assert differing_modules(a, b) == []
+    (b / "pkg" / "m.py").write_text("x = 2\n")
+    (a / "pkg" / "only_a.py").write_text("")
+    assert differing_modules(a, b) == ["pkg/only_a.py", "pkg/m.py"]
