@@ -30,9 +30,9 @@ MAX_MULTIPLIER = 2**16
 
 @dataclass(frozen=True)
 class EvalConfig:
-    """multipliers: lengths in units of L_train; n_tokens: validation targets per length; chunk: tokens
-    per forward call; tokens_per_batch: windows batched per call = max(1, tokens_per_batch // L);
-    seed: seeds the random arm's angle draws."""
+    """multipliers: lengths in units of L_train (by default doubling from 1x to 64x); n_tokens: validation targets
+    per length; chunk: tokens per forward call; tokens_per_batch: windows batched per call = max(1,
+    tokens_per_batch // L); seed: seeds the random arm's angle draws."""
 
     multipliers: tuple[int, ...] = DEFAULT_MULTIPLIERS
     n_tokens: int = 32768

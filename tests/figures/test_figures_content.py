@@ -248,6 +248,18 @@ def test_figure_4_bound_and_alibi_floor_are_the_formulas(figures):
     assert "bound" in bound.label and "ALiBi floor" in floor.label
 
 
+def test_figure_4_bound_belongs_to_the_rotation_series_and_the_floor_to_the_alibi_ones(figures):
+    """The norm bound is drawn for the rotation series (ALiBi slope 0) and the floor for the ALiBi ones: a panel of
+    rotation series alone keeps its bound and has no floor; one of ALiBi series alone has a floor and no bound."""
+    measured = figures["fig4_near_weight"][0]
+    alibi = [m for m in measured if m.record["config"]["options"]["alibi_slope"] > 0]
+    rotation = [m for m in measured if m not in alibi]
+    assert rotation and alibi
+    only_rotation, only_alibi = THEORIES["fig4_near_weight"](rotation), THEORIES["fig4_near_weight"](alibi)
+    assert "bound" in only_rotation.curves and "alibi-floor" not in only_rotation.curves
+    assert "alibi-floor" in only_alibi.curves and "bound" not in only_alibi.curves
+
+
 def test_figures_4_and_5_say_what_their_dotted_and_dashed_curves_are(figures):
     """Figure 4's dotted curve is a Jensen lower bound, not E w's theory, in its legend and caption; figure 5's rho
     is defined in its legend and caption."""

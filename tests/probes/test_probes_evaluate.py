@@ -10,8 +10,9 @@ import torch
 from torch.nn import functional as F
 
 from accum.probes import analysis as A
+from accum.probes import bridge
 from accum.probes.data import eval_windows
-from accum.probes.evaluate import EvalConfig, evaluate_length
+from accum.probes.evaluate import DEFAULT_MULTIPLIERS, EvalConfig, evaluate_length
 from accum.probes.model import ARMS
 from accum.probes.train import TrainConfig, build_model
 
@@ -95,3 +96,10 @@ def test_tokens_per_batch_range_ends_at_2_to_the_40():
     for bad in (0, 2**40 + 1):
         with pytest.raises(ValueError, match="tokens_per_batch"):
             EvalConfig(tokens_per_batch=bad)
+
+
+def test_the_default_lengths_double_from_1x_to_64x_and_the_bridge_predicts_the_same_ones():
+    """EvalConfig's documented default: 1x, 2x, 4x, ..., 64x L_train.  The bridge, for a run without eval.json,
+    predicts the same lengths from 2x (1x is the training length, which it does not judge)."""
+    assert EvalConfig().multipliers == DEFAULT_MULTIPLIERS == tuple(2**k for k in range(7))
+    assert bridge.eval_multipliers(None) == [m for m in DEFAULT_MULTIPLIERS if m >= 2]

@@ -360,6 +360,21 @@ def test_second_moment_gap_of_steps_that_annihilate_everything_is_zero():
     assert gap.value == 0.0 and gap.plug_in == 0.0
 
 
+def test_second_moment_gap_of_a_vanishing_scale_stops_where_the_power_step_underflows():
+    """A = c I with c^2 = 1e-81: S = c^2 I has no fixed space, so g2 = c^2.  |S(V)| = 1e-81 is representable, but
+    the Frobenius norm of T(S(V)) = c^4 V (entries ~6e-163, their squares below the smallest double) is 0: the
+    power method must stop there (not divide by it; warnings are errors here) and estimate <U, S V> = c^2."""
+    import warnings
+
+    c = math.sqrt(1e-81)
+    scaled = DenseSteps(np.broadcast_to(c * np.eye(3), (40, 1, 3, 3)).copy())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gap = gaps.second_moment_gap(*sampled.split([scaled]), np.random.default_rng(15))
+    assert gap.value == pytest.approx(c**2, rel=1e-12) and gap.plug_in == pytest.approx(c**2, rel=1e-12)
+    assert gap.iterations == 1
+
+
 def test_second_moment_gap_stops_at_its_step_cap(monkeypatch):
     """With the tolerance at 0 (never converged) and a cap of 3 steps, the power method takes exactly 3 steps and
     says it did not converge (its value is then a lower bound)."""

@@ -150,6 +150,26 @@ def test_jackknife_removes_the_bias_of_a_squared_norm():
     assert abs(np.mean(z_corrected)) <= 4 / np.sqrt(100) and np.mean(z_plug) > 2.0
 
 
+def test_jackknife_gives_the_plug_in_with_infinite_se_when_a_leave_one_out_value_is_not_finite():
+    """An onset that crosses on the whole sample but never on one leave-one-out sample (mean entry 0.5 overall,
+    above 0.6 without group 0): that component is the plug-in with se = inf; a component finite everywhere is the
+    usual bias-corrected value (here linear in the mean, so exactly the plug-in) with its jackknife se."""
+    sizes = np.full(4, 10.0)
+    entries = np.array([0.05, 0.65, 0.65, 0.65])          # group means of E[A]_00; overall 0.5
+    first = np.zeros((4, 2, 2))
+    first[:, 0, 0] = sizes * entries
+    second = np.zeros((4, 2, 2, 2, 2))
+
+    def fn(m):
+        return np.array([m.mean[0, 0], 1.0 if m.mean[0, 0] <= 0.6 else np.inf])
+
+    value, se = moments.jackknife_prediction(fn, first, second, sizes)
+    leave = (entries.sum() - entries) / 3
+    se_linear = np.sqrt(3 / 4 * np.sum((leave - leave.mean()) ** 2))
+    np.testing.assert_allclose(value, [0.5, 1.0], rtol=1e-12)
+    assert se[0] == pytest.approx(se_linear, rel=1e-12) and se[1] == np.inf
+
+
 def test_onset_from_moments_searches_past_its_first_block():
     """E[A] = 0.99 I: c(n) = 0.99^n q.k, so the onset at eps = 0.01 is log(0.01) / log(0.99) = 458.2 steps, past
     the first block of 64 (the search grows the block until it finds the crossing or reaches max_steps)."""
