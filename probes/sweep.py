@@ -92,7 +92,8 @@ def sweep_evaluation_key(cfg: SweepConfig) -> dict:
 
 def evaluate_run(run_dir: Path, data: TokenData, eval_cfg: EvalConfig, analysis_multiplier: int,
                  analysis_windows: int, device: str, threads: int) -> dict:
-    """Perplexity per length and the attention analysis of the finished run in ``run_dir``."""
+    """Perplexity per length and the attention analysis of the finished run in ``run_dir``; the lengths draw their
+    noise from a generator seeded ``eval_cfg.seed``, the analysis from one seeded ``eval_cfg.seed + 1`` (apart)."""
     torch.set_num_threads(threads)
     model, tcfg = load_trained(run_dir, data.vocab_size, device)
     check_split_sizes(data, tcfg.seq_len, eval_cfg, analysis_multiplier, analysis_windows)

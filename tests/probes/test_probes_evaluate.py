@@ -11,8 +11,9 @@ from torch.nn import functional as F
 
 from accum.probes import analysis as A
 from accum.probes import bridge
+from accum.probes import evaluate as E
 from accum.probes.data import eval_windows
-from accum.probes.evaluate import DEFAULT_MULTIPLIERS, EvalConfig, evaluate_length
+from accum.probes.evaluate import DEFAULT_MULTIPLIERS, EvalConfig, evaluate_length, position_nll
 from accum.probes.model import ARMS
 from accum.probes.train import TrainConfig, build_model
 
@@ -88,6 +89,23 @@ def test_far_mass_and_nll_do_not_depend_on_batching_or_chunking(arm):
         assert close(first[key], value), key
     assert first["ppl"] == pytest.approx(math.exp(ref["nll"]), rel=1e-12)
     assert first["ppl_last_segment"] == pytest.approx(math.exp(ref["segment_nll"][-1]), rel=1e-12)
+
+
+def test_a_forward_call_takes_tokens_per_batch_over_the_length_windows_and_at_least_one(monkeypatch):
+    """The memory bound of an evaluation: max(1, tokens_per_batch // length) windows a call, the last call the rest
+    (five windows of 64 tokens: 4096 -> one call of 5; 128 -> 2, 2, 1; 16, under one window -> 1 each)."""
+    calls = []
+
+    def recorded(model, x, *args):
+        calls.append(x.shape[0])
+        return position_nll(model, x, *args)
+
+    monkeypatch.setattr(E, "position_nll", recorded)
+    model = tiny_probe("nope")
+    for tokens_per_batch, batches in ((4096, [5]), (128, [2, 2, 1]), (16, [1] * 5)):
+        calls.clear()
+        evaluate(model, 24, tokens_per_batch)
+        assert calls == batches, tokens_per_batch
 
 
 def test_tokens_per_batch_range_ends_at_2_to_the_40():

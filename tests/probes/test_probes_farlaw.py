@@ -168,3 +168,17 @@ def test_far_exp_ratios_take_one_stream_or_more():
     assert np.concatenate([c[1] for c in chunks], axis=1).shape == (1, 5)
     with pytest.raises(ParamError, match="streams"):
         list(farlaw.far_exp_ratios(HeadLaw(family, 0.0, "test"), stats, L, 5, 0, rng))
+
+
+def test_a_heads_prediction_simulates_the_far_lags_of_its_longest_length_and_no_more():
+    """At lengths 2L and 5L the far lags run from L to 5L - 1: (5 - 1) L of them.  predict_head's far mass and
+    far-score sd are the coherence draw then ``far_curve`` over exactly those lags, from the same generator."""
+    family = make_family("so2-accumulated", dim=D, law="rope-uniform", base=30.0)
+    rng = np.random.default_rng(5)
+    stats = farlaw.HeadStats(rng.normal(size=(40, D)), rng.normal(size=40), rng.normal(size=(60, D)))
+    law = HeadLaw(family, 0.02, "test")
+    got = farlaw.predict_head(law, stats, L, [2, 5], 64, np.random.default_rng(11))
+    rng = np.random.default_rng(11)
+    farlaw.coherent_fraction(law, stats.queries, L, farlaw.COHERENCE_PATHS, rng)
+    far = farlaw.far_curve(law, stats, L, 4 * L, 64, rng)
+    assert got["far_mass"] == list(far.at([2, 5], L)) and got["far_score_sd"] == far.far_score_sd

@@ -7,6 +7,7 @@ from dataclasses import fields, replace
 import pytest
 import torch
 
+from accum.probes.analysis import analyse
 from accum.probes.data import SOURCES, TOKENIZERS
 from accum.probes.evaluate import EvalConfig
 from accum.probes.sweep import finished_run, run_sweep, sweep_evaluation_key
@@ -68,36 +69,47 @@ def test_the_training_key_changes_with_every_trainconfig_field():
 def finished(tmp_path_factory, request):
     """A finished one-arm sweep (nope, three seeds, three training steps) on the tests' text, run with the library's
     defaults (no ``threads`` given); returns the config, the folder and, for each training, the ``threads`` and
-    ``progress`` it was called with and torch's thread count inside it."""
+    ``progress`` it was called with and torch's thread count inside it, and the seed of each analysis's generator."""
     out = tmp_path_factory.mktemp("sweep")
     cfg = SweepConfig(train=TrainConfig(steps=3, **TINY), eval=EvalConfig(multipliers=(1, 2), n_tokens=128, chunk=8),
                       arms=("nope",), analysis_windows=1)
-    trainings = []
+    trainings, analyses = [], []
 
     def recorded_train(*args, **kwargs):
         trainings.append((kwargs["threads"], kwargs["progress"], torch.get_num_threads()))
         return train(*args, **kwargs)
 
+    def recorded_analyse(model, x, seq_len, generator, *args, **kwargs):
+        analyses.append(generator.initial_seed())
+        return analyse(model, x, seq_len, generator, *args, **kwargs)
+
     patch = pytest.MonkeyPatch()
     patch.setattr("accum.probes.sweep.load_data", lambda cfg, cache: (DATA, {"source": "test"}))
     patch.setattr("accum.probes.sweep.train", recorded_train)
+    patch.setattr("accum.probes.sweep.analyse", recorded_analyse)
     request.addfinalizer(patch.undo)
     torch.set_num_threads(2)
     run_sweep(cfg, out)
-    return cfg, out, trainings
+    return cfg, out, trainings, analyses
 
 
 def test_a_sweep_trains_each_run_on_one_thread_without_a_progress_bar(finished):
     """By default each run trains on one thread (torch's count is set, whatever it was before), and no run draws a
     progress bar of its own: with several workers their bars would interleave; the sweep reports finished runs."""
-    _, _, trainings = finished
+    _, _, trainings, _ = finished
     assert trainings == [(1, False, 1)] * 3
+
+
+def test_a_runs_analysis_draws_its_noise_apart_from_its_lengths(finished):
+    """The lengths' noise comes from a generator seeded with the evaluation seed, the analysis's from seed + 1."""
+    cfg, _, _, analyses = finished
+    assert analyses == [cfg.eval.seed + 1] * 3
 
 
 def test_a_stored_run_is_reused_only_under_its_evaluation_key(finished):
     """Reused under the same design; not under a design that changes any EvalConfig field, either analysis size,
     or a training field the run depends on (steps here; every field is in the key by the test above)."""
-    cfg, out, _ = finished
+    cfg, out, _, _ = finished
     assert finished_run(cfg, out, "nope", 0) is not None
     assert set(sweep_evaluation_key(cfg)) == {"eval_config", "analysis_config"}
     changed = [replace(cfg, eval=e) for f in fields(EvalConfig) for e in replaced(cfg.eval, f.name)]
