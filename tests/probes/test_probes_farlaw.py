@@ -182,3 +182,33 @@ def test_a_heads_prediction_simulates_the_far_lags_of_its_longest_length_and_no_
     farlaw.coherent_fraction(law, stats.queries, L, farlaw.COHERENCE_PATHS, rng)
     far = farlaw.far_curve(law, stats, L, 4 * L, 64, rng)
     assert got["far_mass"] == list(far.at([2, 5], L)) and got["far_score_sd"] == far.far_score_sd
+
+
+def test_a_heads_prediction_takes_lengths_of_2x_or_more():
+    """Far mass needs far lags: a length under 2L (or none) is refused naming multipliers; 2L itself is accepted."""
+    family = make_family("so2-accumulated", dim=D, law="uniform", a=1.0)
+    rng = np.random.default_rng(6)
+    stats = farlaw.HeadStats(rng.normal(size=(10, D)), rng.normal(size=10), rng.normal(size=(10, D)))
+    law = HeadLaw(family, 0.0, "test")
+    for bad in ([], [1, 4], [1]):
+        with pytest.raises(ParamError, match="multipliers"):
+            farlaw.predict_head(law, stats, L, bad, 8, rng)
+    assert len(farlaw.predict_head(law, stats, L, [2], 8, rng)["far_mass"]) == 1
+
+
+def test_far_mass_standard_error_is_the_spread_over_sampled_queries():
+    """se = sd over the sampled queries / sqrt(streams), by hand; and it is the far mass's actual spread: over 60
+    replicates (32 streams, 2L and 3L) the replicates' sd over the rms se is within [0.7, 1.35] (its sampling sd is
+    about 1 / sqrt(2 x 59) = 0.09, so 0.3 is over 3 sd of it)."""
+    family = make_family("so2-accumulated", dim=D, law="uniform", a=0.7)
+    rng = np.random.default_rng(8)
+    stats = farlaw.HeadStats(rng.normal(size=(50, D)), rng.normal(size=50), rng.normal(size=(50, D)))
+    law = HeadLaw(family, 0.0, "test")
+    far = farlaw.far_curve(law, stats, L, 2 * L, 32, rng)
+    values = far.per_query_at([2, 3], L)
+    np.testing.assert_allclose(far.standard_error([2, 3], L), values.std(axis=0, ddof=1) / math.sqrt(32), rtol=1e-12)
+    replicates = [farlaw.far_curve(law, stats, L, 2 * L, 32, np.random.default_rng(100 + r)) for r in range(60)]
+    means = np.array([f.at([2, 3], L) for f in replicates])
+    rms_se = np.sqrt(np.mean(np.square([f.standard_error([2, 3], L) for f in replicates]), axis=0))
+    ratio = means.std(axis=0, ddof=1) / rms_se
+    assert np.all((0.7 <= ratio) & (ratio <= 1.35)), ratio

@@ -10,7 +10,7 @@ import torch
 from accum.probes.analysis import analyse
 from accum.probes.data import SOURCES, TOKENIZERS
 from accum.probes.evaluate import EvalConfig
-from accum.probes.sweep import finished_run, run_sweep, sweep_evaluation_key
+from accum.probes.sweep import check_run_folder, finished_run, run_sweep, sweep_evaluation_key
 from accum.probes.sweepconfig import SweepConfig
 from accum.probes.model import INITS, OUTPUTS
 from accum.probes.train import DECAYS, TrainConfig, train
@@ -117,3 +117,15 @@ def test_a_stored_run_is_reused_only_under_its_evaluation_key(finished):
                 replace(cfg, train=replace(cfg.train, steps=4))]
     for other in changed:
         assert finished_run(other, out, "nope", 0) is None, other
+
+
+def test_a_finished_run_under_another_evaluation_is_refused_naming_what_differs(finished):
+    """A sweep never rewrites a finished run: under another evaluation config or other analysis sizes the run
+    folder is refused, the message naming the eval config or the analysis config (nothing is written)."""
+    cfg, out, _, _ = finished
+    before = sorted((p, p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file())
+    for other, named in ((replace(cfg, eval=replace(cfg.eval, n_tokens=96)), "another eval config"),
+                         (replace(cfg, analysis_windows=2), "another analysis config")):
+        with pytest.raises(ParamError, match=named):
+            check_run_folder(other, out, "nope", 0)
+    assert sorted((p, p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()) == before
