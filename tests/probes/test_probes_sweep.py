@@ -1,16 +1,20 @@
 """``probes.sweep``'s reuse of stored runs: a finished run is reused from its JSON only under its key -- the run's
 training config (every ``TrainConfig`` field) and ``sweep_evaluation_key`` (every ``EvalConfig`` field and the
-analysis sizes).  The fields are enumerated from the dataclasses, so a new field the key misses fails here."""
+analysis sizes).  The fields are enumerated from the dataclasses, so a new field the key misses fails here.  And
+what a sweep's run does by default: one thread, no bar of its own, analysis noise apart, text blocks of the longest
+length; a finished run under another evaluation is refused."""
 
+import json
 from dataclasses import fields, replace
 
+import numpy as np
 import pytest
 import torch
 
 from accum.probes.analysis import analyse
 from accum.probes.data import SOURCES, TOKENIZERS
 from accum.probes.evaluate import EvalConfig
-from accum.probes.sweep import check_run_folder, finished_run, run_sweep, sweep_evaluation_key
+from accum.probes.sweep import EVAL_RESULTS, check_run_folder, finished_run, run_dir, run_sweep, sweep_evaluation_key
 from accum.probes.sweepconfig import SweepConfig
 from accum.probes.model import INITS, OUTPUTS
 from accum.probes.train import DECAYS, TrainConfig, train
@@ -129,3 +133,17 @@ def test_a_finished_run_under_another_evaluation_is_refused_naming_what_differs(
         with pytest.raises(ParamError, match=named):
             check_run_folder(other, out, "nope", 0)
     assert sorted((p, p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()) == before
+
+
+def test_a_runs_text_blocks_are_its_longest_length(finished):
+    """sweep.json's text blocks of a run are equal blocks of its longest length: their mean NLL is that length's
+    NLL (eval.json), and their 1x reference the mean 1x NLL of the windows that length's windows cover."""
+    cfg, out, _, _ = finished
+    runs = json.loads((out / "sweep.json").read_text())["runs"]["nope"]
+    for seed in cfg.seeds:
+        lengths = json.loads((run_dir(out, "nope", seed) / EVAL_RESULTS).read_text())["lengths"]
+        longest, one = lengths[-1], next(r for r in lengths if r["multiplier"] == 1)
+        blocks = runs[str(seed)]["text_blocks"]
+        m = longest["multiplier"]
+        assert np.mean(blocks["nll"]) == pytest.approx(longest["nll"], rel=1e-12)
+        assert np.mean(blocks["ref"]) == pytest.approx(np.mean(one["window_nll"][:longest["windows"] * m]), rel=1e-12)
