@@ -75,11 +75,12 @@ def plain_reference(model) -> dict:
 @pytest.mark.parametrize("arm", ARMS)
 def test_far_mass_and_nll_do_not_depend_on_batching_or_chunking(arm):
     model = tiny_probe(arm)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     runs = [evaluate(model, chunk, per_batch) for chunk, per_batch in LAYOUTS]
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     first = runs[0]
     assert all(0 < r["seconds"] and 0 <= r["cpu_seconds"] for r in runs) and sum(r["seconds"] for r in runs) <= elapsed
+    assert sum(r["cpu_seconds"] for r in runs) <= cpu
     assert first["windows"] == 5 and first["tokens"] == 5 * 64
     for other in runs[1:]:
         for key in KEYS:
