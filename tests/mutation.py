@@ -7,9 +7,9 @@ the modules mutated and the tests that must kill the mutants).  Not part of `mak
 The package is copied to DIR/tree as an install lays it out and the tests to DIR/tests (the mutants never touch the
 checkout; PYTHONPATH puts the copy before the editable install).  ``--sample N`` keeps N mutants drawn at random
 (seeded) from the group's mutants and marks the others skipped, so a group is measured on a sample.  Resumable: a
-second run with the same DIR continues where the first stopped; with ``--refresh`` it first takes the checkout's
-current tests (refused if the checkout's modules are not the session's).  Prints cosmic-ray's report (survivors and
-score).
+second run with the same DIR continues where the first stopped (from the unmutated tree, whatever mutant a stopped
+run left applied); with ``--refresh`` it first takes the checkout's current tests (refused if the checkout's modules
+are not the session's).  Prints cosmic-ray's report (survivors and score).
 
 Each mutant is judged as the whole test list judges it, in two stages (``kill``): first the tests that ran one of
 the mutated lines in the unmutated tree (coverage contexts, one per test, recorded once per session by
@@ -195,6 +195,14 @@ def differing_modules(a: Path, b: Path) -> list[str]:
         str(f) for f in files_a & files_b if (a / f).read_bytes() != (b / f).read_bytes())
 
 
+def restore_tree(work: Path) -> None:
+    """The session's tree as it was before any mutant: a run stopped while a mutant was applied leaves it in
+    ``work/tree`` (cosmic-ray restores a module only when its test command returns), and every later mutant would
+    be judged on top of it."""
+    shutil.rmtree(work / "tree")
+    shutil.copytree(work / "pristine", work / "tree")
+
+
 def refresh_session(name: str, work: Path, bin_dir: Path) -> bool:
     """Give a started session the checkout's current tests (a resumed session otherwise keeps the copy it started
     with), so the pending mutants are judged by them.  Refused (False) unless the checkout's modules equal the
@@ -254,10 +262,13 @@ def main(argv: list[str] | None = None) -> int:
         return record_contexts(group, work)
     bin_dir = ROOT / ".venv" / "bin"
     db = work / "session.sqlite"
-    if not db.exists() and not start_session(args.group, work, bin_dir, args.sample, args.seed):
+    resumed = db.exists()
+    if not resumed and not start_session(args.group, work, bin_dir, args.sample, args.seed):
         return 1
-    if args.refresh and db.exists() and not refresh_session(args.group, work, bin_dir):
-        return 1
+    if resumed:
+        restore_tree(work)
+        if args.refresh and not refresh_session(args.group, work, bin_dir):
+            return 1
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     subprocess.run([str(bin_dir / "cosmic-ray"), "exec", "cosmic-ray.toml", "session.sqlite"], cwd=work, check=True,
                    env=env)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mutation import changed_lines, differing_modules, selected_tests
+from mutation import changed_lines, differing_modules, restore_tree, selected_tests
 
 
 def test_changed_lines_are_the_original_lines_replaced_deleted_or_inserted_at():
@@ -35,3 +35,14 @@ def test_a_session_is_refreshed_only_when_its_modules_are_the_checkouts(tmp_path
     (b / "pkg" / "m.py").write_text("x = 2\n")
     (a / "pkg" / "only_a.py").write_text("")
     assert differing_modules(a, b) == ["pkg/only_a.py", "pkg/m.py"]
+
+
+def test_a_resumed_session_starts_from_the_unmutated_tree(tmp_path):
+    """A run stopped while a mutant was applied leaves it in the tree: resuming restores the pristine copy."""
+    (tmp_path / "pristine" / "pkg").mkdir(parents=True)
+    (tmp_path / "pristine" / "pkg" / "m.py").write_text("running = cum[:, -1]\n")
+    (tmp_path / "tree" / "pkg").mkdir(parents=True)
+    (tmp_path / "tree" / "pkg" / "m.py").write_text("running = cum[:, - 2]\n")
+    (tmp_path / "tree" / "pkg" / "stray.py").write_text("")
+    restore_tree(tmp_path)
+    assert differing_modules(tmp_path / "tree", tmp_path / "pristine") == []
