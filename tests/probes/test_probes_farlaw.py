@@ -212,3 +212,18 @@ def test_far_mass_standard_error_is_the_spread_over_sampled_queries():
     rms_se = np.sqrt(np.mean(np.square([f.standard_error([2, 3], L) for f in replicates]), axis=0))
     ratio = means.std(axis=0, ddof=1) / rms_se
     assert np.all((0.7 <= ratio) & (ratio <= 1.35)), ratio
+
+
+def test_far_curve_carries_each_querys_sum_across_chunks(monkeypatch):
+    """F_s(N) = S_N / (1 + S_N) with S_N the running sum of the query's far exp-ratios: with chunks of 7 lags (the
+    far lags of 2L to 4L cut across many), the curve is the plain cumulative sum of every chunk's ratios in order."""
+    monkeypatch.setattr(farlaw, "CHUNK", 7)
+    family = make_family("so2-accumulated", dim=D, law="uniform", a=0.5)
+    rng = np.random.default_rng(9)
+    stats = farlaw.HeadStats(rng.normal(size=(30, D)), rng.normal(size=30), rng.normal(size=(30, D)))
+    law = HeadLaw(family, 0.01, "test")
+    chunks = list(farlaw.far_exp_ratios(law, stats, L, 3 * L, 5, np.random.default_rng(2)))
+    assert len(chunks) > 5
+    total = np.cumsum(np.concatenate([ratio for _, ratio, _ in chunks], axis=1), axis=1)
+    far = farlaw.far_curve(law, stats, L, 3 * L, 5, np.random.default_rng(2))
+    np.testing.assert_allclose(far.per_query, total / (1 + total), rtol=1e-12)
