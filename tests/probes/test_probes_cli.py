@@ -169,6 +169,10 @@ def test_split_sizes_are_checked_at_the_boundary():
         probe_sweep.check_split_sizes(DATA, 16, fits, 2, windows + 1)
     with pytest.raises(ValueError, match=f"seq_len {n_train} needs {n_train + 1} training tokens"):
         probe_sweep.check_split_sizes(DATA, n_train, fits, 2, 1)
+    one_token = EvalConfig(multipliers=(1,), n_tokens=1)  # windows of 1 token: the analysis needs windows + 1 tokens
+    probe_sweep.check_split_sizes(DATA, 1, one_token, 1, n_val - 1)
+    with pytest.raises(ValueError, match=f"needs {n_val + 1} validation tokens"):
+        probe_sweep.check_split_sizes(DATA, 1, one_token, 1, n_val)
 
 
 def test_sweep_that_cannot_evaluate_is_refused_before_training(tmp_path, monkeypatch, capsys):

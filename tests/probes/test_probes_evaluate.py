@@ -109,6 +109,14 @@ def test_a_forward_call_takes_tokens_per_batch_over_the_length_windows_and_at_le
         assert calls == batches, tokens_per_batch
 
 
+def test_chunk_range_is_1_to_2_to_the_20():
+    """chunk (tokens a forward call) in [1, 2^20]: both ends accepted, one past either refused naming it."""
+    assert EvalConfig(chunk=1).chunk == 1 and EvalConfig(chunk=2**20).chunk == 2**20
+    for bad in (0, 2**20 + 1):
+        with pytest.raises(ValueError, match="chunk"):
+            EvalConfig(chunk=bad)
+
+
 def test_tokens_per_batch_range_ends_at_2_to_the_40():
     """tokens_per_batch in [1, 2^40]: both ends accepted, one past either refused naming it."""
     assert EvalConfig(tokens_per_batch=2**40).tokens_per_batch == 2**40 and EvalConfig(tokens_per_batch=1)
