@@ -161,7 +161,8 @@ def test_c4_sd_by_hand():
 
 
 def test_far_exp_ratios_take_one_stream_or_more():
-    """streams counts queries from 1 up: one stream gives one row of ratios per chunk; 0 is refused naming it."""
+    """streams counts queries from 1 up: one stream gives one row of ratios per chunk; 0 is refused naming it, and so
+    are statistics without a query."""
     family = make_family("so2-accumulated", dim=D, law="rope-uniform", base=30.0)
     rng = np.random.default_rng(4)
     stats = farlaw.HeadStats(rng.normal(size=(1, D)), np.zeros(1), rng.normal(size=(1, D)))
@@ -169,6 +170,9 @@ def test_far_exp_ratios_take_one_stream_or_more():
     assert np.concatenate([c[1] for c in chunks], axis=1).shape == (1, 5)
     with pytest.raises(ParamError, match="streams"):
         list(farlaw.far_exp_ratios(HeadLaw(family, 0.0, "test"), stats, L, 5, 0, rng))
+    empty = farlaw.HeadStats(np.zeros((0, D)), np.zeros(0), rng.normal(size=(1, D)))
+    with pytest.raises(ParamError, match="stats no query with a usable near partition function"):
+        list(farlaw.far_exp_ratios(HeadLaw(family, 0.0, "test"), empty, L, 5, 1, rng))
 
 
 def test_a_heads_prediction_simulates_the_far_lags_of_its_longest_length_and_no_more():
