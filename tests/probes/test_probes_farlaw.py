@@ -221,7 +221,8 @@ def test_far_mass_standard_error_is_the_spread_over_sampled_queries():
 
 def test_far_curve_carries_each_querys_sum_across_chunks(monkeypatch):
     """F_s(N) = S_N / (1 + S_N) with S_N the running sum of the query's far exp-ratios: with chunks of 7 lags (the
-    far lags of 2L to 4L cut across many), the curve is the plain cumulative sum of every chunk's ratios in order."""
+    far lags of 2L to 4L cut across many), the curve is the plain cumulative sum of every chunk's ratios in order,
+    and the far-score sd the sd of every chunk's scores."""
     monkeypatch.setattr(farlaw, "CHUNK", 7)
     family = make_family("so2-accumulated", dim=D, law="uniform", a=0.5)
     rng = np.random.default_rng(9)
@@ -232,6 +233,8 @@ def test_far_curve_carries_each_querys_sum_across_chunks(monkeypatch):
     total = np.cumsum(np.concatenate([ratio for _, ratio, _ in chunks], axis=1), axis=1)
     far = farlaw.far_curve(law, stats, L, 3 * L, 5, np.random.default_rng(2))
     np.testing.assert_allclose(far.per_query, total / (1 + total), rtol=1e-12)
+    scores = np.concatenate([score.ravel() for _, _, score in chunks])
+    assert far.far_score_sd == pytest.approx(scores.std(), rel=1e-9)
 
 
 def test_a_strided_block_is_stood_for_by_a_uniformly_drawn_lag(monkeypatch):
