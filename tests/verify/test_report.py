@@ -37,7 +37,7 @@ def test_the_cache_keys_change_with_every_preset_field():
     quick = PRESETS["quick"]
     base = plan_keys(quick)
     for f in dataclasses.fields(Preset):
-        changed = [plan_keys(dataclasses.replace(quick, **{f.name: v})) for v in other_field_values(getattr(quick, f.name))]
+        changed = (plan_keys(dataclasses.replace(quick, **{f.name: v})) for v in other_field_values(getattr(quick, f.name)))
         assert any(keys != base for keys in changed), f"preset field {f.name} does not reach the cache key"
 
 
