@@ -252,3 +252,15 @@ def test_a_strided_block_is_stood_for_by_a_uniformly_drawn_lag(monkeypatch):
         offsets = rows[L:][:whole] - sparse[::farlaw.STRIDE][:whole]
         counts += np.bincount(offsets, minlength=farlaw.STRIDE)
     assert chisquare(counts).pvalue > 1e-3, counts
+
+
+def test_near_statistics_take_2l_windows_with_their_square_weights():
+    """Windows of T = 2L tokens with (B, H, T, T) weights: a window of another length, or weights of another shape,
+    is refused naming weights."""
+    rng = np.random.default_rng(14)
+    q, k, w = synthetic(make_family("nope", dim=D), 2 * L, 2, 1.0, 0.0, rng)
+    assert len(farlaw.near_statistics(q, k, w, L)) == 1
+    with pytest.raises(ParamError, match="weights need windows of 2 x 15 tokens"):
+        farlaw.near_statistics(q, k, w, L - 1)
+    with pytest.raises(ParamError, match="weights need windows"):
+        farlaw.near_statistics(q, k, w[..., :-1], L)
