@@ -106,6 +106,10 @@ def test_coherent_fraction_premise():
     got = farlaw.coherent_fraction(law, queries, 12, 4096, rng)
     want = abs(math.sin(1.0)) ** np.arange(13)
     assert np.all(np.abs(got - want) < 5.0 / math.sqrt(4096) + 1e-12), got - want
+    stats = farlaw.HeadStats(queries, np.zeros(64), rng.normal(size=(64, D)))
+    flags = {name: farlaw.predict_head(law, stats, L, [2], 16, rng)["applies"]
+             for name, law in (("rope", HeadLaw(make_family("rope", dim=D), 0.0, "")), ("mixing", law))}
+    assert flags == {"rope": False, "mixing": True}   # C(L) = 1 and sin(1)^16 = 0.06, against PREMISE = 0.5
 
 
 def test_strided_far_lags_keep_the_expected_far_sum(monkeypatch):
@@ -264,3 +268,18 @@ def test_near_statistics_take_2l_windows_with_their_square_weights():
         farlaw.near_statistics(q, k, w, L - 1)
     with pytest.raises(ParamError, match="weights need windows"):
         farlaw.near_statistics(q, k, w[..., :-1], L)
+
+
+def test_far_scores_at_lag_n_are_carried_over_n_steps():
+    """RoPE's steps are one fixed rotation S, so the score at far lag n is q^T S^n k / sqrt(d) exactly (one query,
+    one key, no slope, log Z^near = 0: the ratio is e^{score}); the lags run from 1, so lag L's path has L steps."""
+    family = make_family("rope", dim=D, base=30.0)
+    rng = np.random.default_rng(15)
+    q, k = rng.normal(size=(1, D)), rng.normal(size=(1, D))
+    step = np.asarray(family.sample(rng, 1, 1).dense(), dtype=np.float64)[0, 0]
+    chunks = list(farlaw.far_exp_ratios(HeadLaw(family, 0.0, "rope"), farlaw.HeadStats(q, np.zeros(1), k), L, 5, 1, rng))
+    first, ratio, scores = chunks[0]
+    want = [float(q[0] @ np.linalg.matrix_power(step, n) @ k[0]) / math.sqrt(D) for n in range(L, L + 5)]
+    assert first == 0 and len(chunks) == 1
+    np.testing.assert_allclose(scores[0], want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ratio[0], np.exp(want), rtol=1e-5)
