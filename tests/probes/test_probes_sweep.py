@@ -73,7 +73,8 @@ def test_the_training_key_changes_with_every_trainconfig_field():
 def finished(tmp_path_factory, request):
     """A finished one-arm sweep (nope, three seeds, three training steps) on the tests' text, run with the library's
     defaults (no ``threads`` given); returns the config, the folder and, for each training, the ``threads`` and
-    ``progress`` it was called with and torch's thread count inside it, and the seed of each analysis's generator."""
+    ``progress`` it was called with and torch's thread count inside it, and for each analysis its generator's seed,
+    its windows' shape and L."""
     out = tmp_path_factory.mktemp("sweep")
     cfg = SweepConfig(train=TrainConfig(steps=3, **TINY), eval=EvalConfig(multipliers=(1, 2), n_tokens=128, chunk=8),
                       arms=("nope",), analysis_windows=1)
@@ -84,7 +85,7 @@ def finished(tmp_path_factory, request):
         return train(*args, **kwargs)
 
     def recorded_analyse(model, x, seq_len, generator, *args, **kwargs):
-        analyses.append(generator.initial_seed())
+        analyses.append((generator.initial_seed(), tuple(x.shape), seq_len))
         return analyse(model, x, seq_len, generator, *args, **kwargs)
 
     patch = pytest.MonkeyPatch()
@@ -104,10 +105,12 @@ def test_a_sweep_trains_each_run_on_one_thread_without_a_progress_bar(finished):
     assert trainings == [(1, False, 1)] * 3
 
 
-def test_a_runs_analysis_draws_its_noise_apart_from_its_lengths(finished):
-    """The lengths' noise comes from a generator seeded with the evaluation seed, the analysis's from seed + 1."""
+def test_a_runs_analysis_draws_its_noise_apart_on_its_windows(finished):
+    """The lengths' noise comes from a generator seeded with the evaluation seed, the analysis's from seed + 1; the
+    analysis reads ``analysis_windows`` windows of ``analysis_multiplier`` x L tokens."""
     cfg, _, _, analyses = finished
-    assert analyses == [cfg.eval.seed + 1] * 3
+    windows = (cfg.analysis_windows, cfg.analysis_multiplier * cfg.train.seq_len)
+    assert analyses == [(cfg.eval.seed + 1, windows, cfg.train.seq_len)] * 3
 
 
 def test_a_stored_run_is_reused_only_under_its_evaluation_key(finished):
