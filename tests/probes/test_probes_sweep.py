@@ -2,7 +2,7 @@
 training config (every ``TrainConfig`` field) and ``sweep_evaluation_key`` (every ``EvalConfig`` field and the
 analysis sizes).  The fields are enumerated from the dataclasses, so a new field the key misses fails here.  And
 what a sweep's run does by default: one thread, no bar of its own, analysis noise apart, text blocks of the longest
-length; a finished run under another evaluation is refused."""
+length; the summary's hosts; a finished run under another evaluation is refused."""
 
 import json
 from dataclasses import fields, replace
@@ -17,7 +17,7 @@ from accum.probes.evaluate import EvalConfig
 from accum.probes.sweep import EVAL_RESULTS, check_run_folder, finished_run, run_dir, run_sweep, sweep_evaluation_key
 from accum.probes.sweepconfig import SweepConfig
 from accum.probes.model import INITS, OUTPUTS
-from accum.probes.train import DECAYS, TrainConfig, train
+from accum.probes.train import DECAYS, RESULTS, TrainConfig, train
 from accum.simulations.params import ParamError
 
 from test_probes_train import DATA, TINY
@@ -150,3 +150,11 @@ def test_a_runs_text_blocks_are_its_longest_length(finished):
         m = longest["multiplier"]
         assert np.mean(blocks["nll"]) == pytest.approx(longest["nll"], rel=1e-12)
         assert np.mean(blocks["ref"]) == pytest.approx(np.mean(one["window_nll"][:longest["windows"] * m]), rel=1e-12)
+
+
+def test_the_summary_names_the_machines_its_runs_trained_on(finished):
+    """sweep.json's hosts are the hosts of its runs' train.json provenance ("?" only for a run that does not say)."""
+    cfg, out, _, _ = finished
+    hosts = {json.loads((run_dir(out, "nope", seed) / RESULTS).read_text())["provenance"]["host"] for seed in cfg.seeds}
+    assert None not in hosts and "?" not in hosts
+    assert json.loads((out / "sweep.json").read_text())["hosts"] == sorted(hosts)
