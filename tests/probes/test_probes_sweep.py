@@ -5,6 +5,7 @@ what a sweep's run does by default: one thread, no bar of its own, analysis nois
 length; the summary's hosts; a finished run under another evaluation is refused."""
 
 import json
+import shutil
 from dataclasses import fields, replace
 
 import numpy as np
@@ -76,7 +77,7 @@ def finished(tmp_path_factory, request):
     ``progress`` it was called with and torch's thread count inside it, and for each analysis its generator's seed,
     its windows' shape and L."""
     out = tmp_path_factory.mktemp("sweep")
-    cfg = SweepConfig(train=TrainConfig(steps=3, **TINY), eval=EvalConfig(multipliers=(1, 2), n_tokens=128, chunk=8),
+    cfg = SweepConfig(train=TrainConfig(steps=3, **TINY), eval=EvalConfig(multipliers=(1, 2, 3), n_tokens=128, chunk=8),
                       arms=("nope",), analysis_windows=1)
     trainings, analyses = [], []
 
@@ -136,6 +137,15 @@ def test_a_finished_run_under_another_evaluation_is_refused_naming_what_differs(
         with pytest.raises(ParamError, match=named):
             check_run_folder(other, out, "nope", 0)
     assert sorted((p, p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()) == before
+
+
+def test_an_evaluation_without_its_training_record_is_refused_too(finished, tmp_path):
+    """A run folder whose train.json is gone still holds its eval.json: another evaluation is refused over it."""
+    cfg, out, _, _ = finished
+    shutil.copytree(run_dir(out, "nope", 0), run_dir(tmp_path, "nope", 0))
+    (run_dir(tmp_path, "nope", 0) / RESULTS).unlink()
+    with pytest.raises(ParamError, match="another eval config"):
+        check_run_folder(replace(cfg, eval=replace(cfg.eval, n_tokens=96)), tmp_path, "nope", 0)
 
 
 def test_a_runs_text_blocks_are_its_longest_length(finished):
