@@ -17,14 +17,17 @@ SEED = 3
 
 
 def test_every_figure_job_is_keyed_as_the_sweep_keys_it(monkeypatch):
-    """Every quick figure job's file name is the one ``accum sweep`` gives the same job (code fingerprinted once)."""
+    """Every quick figure job's file name, replicate (the seed it draws) and options are the ones ``accum sweep`` gives
+    the same job (code fingerprinted once)."""
     monkeypatch.setattr(sweep, "measure_modules", functools.lru_cache(identity.measure_modules))
     monkeypatch.setattr(sweep, "code_identity", functools.lru_cache(identity.code_identity))
     jobs = [job for spec in figure_specs(True) for job in spec.jobs]
     for job, planned in zip(jobs, fig_data.plan(jobs, SEED)):
         grid = grids.Grid("figure", job.quantity, (grids.FamilyAxes(job.family, {k: (v,) for k, v in job.params.items()}),),
                           {k: (v,) for k, v in job.options.items()}, (0,), SEED, pathlib.Path("out"))
-        assert planned.hash == sweep.plan(grid)[0].hash, job
+        expected = sweep.plan(grid)[0]
+        assert (planned.hash, planned.replicate, planned.options) == (expected.hash, expected.replicate,
+                                                                       expected.options), job
 
 
 def test_only_the_measured_fields_of_a_curve_enter_its_key():
@@ -52,8 +55,9 @@ def test_failed_jobs_are_named_three_at_a_time_after_the_others_are_saved(tmp_pa
             yield job, ({"ok": True} if job.hash == planned[0].hash else ValueError(f"bad {job.hash[:6]}"))
 
     monkeypatch.setattr(sweep, "outcomes", outcomes)
-    with pytest.raises(fig_data.DataError, match=r"4 of 5 figure jobs failed .*; and 1 more$"):
+    with pytest.raises(fig_data.DataError, match=r"4 of 5 figure jobs failed .*; and 1 more$") as failed:
         fig_data.ensure(jobs, tmp_path, progress=False)
+    assert str(failed.value).count("ValueError: bad") == 3
     assert sweep.result_path(tmp_path, planned[0]).exists()
     assert not any(sweep.result_path(tmp_path, p).exists() for p in planned[1:])
     with pytest.raises(fig_data.DataError, match=r"3 of 3 figure jobs failed .*: ValueError: bad \w+$"):
