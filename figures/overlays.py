@@ -73,7 +73,7 @@ def _collect(items: Sequence[tuple[str, Callable[[], Curve]]], source: str) -> T
             curves[name] = thunk()
         except (NoClosedForm, ParamError) as err:
             notes.append(f"no theory curve for {name}: {err}")
-    estimated = [f"{name} {c.source}" for name, c in curves.items() if c.source != "closed form"]
+    estimated = [f"{name} {c.source}" for name, c in curves.items() if not c.source.startswith("closed form")]
     return Theory(curves, source + (f"; estimated theory: {', '.join(estimated)}" if estimated else ""), tuple(notes))
 
 

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from accum.figures import data as fig_data
 from accum.figures import plots, probeplots, record
 from accum.figures.cli import extra_family
-from accum.figures.overlays import THEORIES, gaussian_name
+from accum.figures.overlays import THEORIES, Curve, _collect, gaussian_name
 from accum.figures.specs import EXTRA_SERIES, coherence_spec, figure_specs
 
 from test_figures_render import synthetic_sweep
@@ -258,6 +258,15 @@ def test_figure_4_bound_belongs_to_the_rotation_series_and_the_floor_to_the_alib
     only_rotation, only_alibi = THEORIES["fig4_near_weight"](rotation), THEORIES["fig4_near_weight"](alibi)
     assert "bound" in only_rotation.curves and "alibi-floor" not in only_rotation.curves
     assert "alibi-floor" in only_alibi.curves and "bound" not in only_alibi.curves
+
+
+def test_only_estimated_theory_curves_are_named_estimated():
+    """A caption's source names the estimated curves, not the closed forms -- those from exact moment operators
+    included."""
+    x = np.arange(3.0)
+    theory = _collect([("a", lambda: Curve(x, x)), ("b", lambda: Curve(x, x, "closed form (exact moment operators)")),
+                       ("c", lambda: Curve(x, x, "estimated from moment operators (64 samples)"))], "evaluators")
+    assert theory.source == "evaluators; estimated theory: c estimated from moment operators (64 samples)"
 
 
 def test_figures_4_and_5_say_what_their_dotted_and_dashed_curves_are(figures):
