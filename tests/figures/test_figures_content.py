@@ -260,6 +260,15 @@ def test_figure_4_bound_belongs_to_the_rotation_series_and_the_floor_to_the_alib
     assert "alibi-floor" in only_alibi.curves and "bound" not in only_alibi.curves
 
 
+def test_every_theory_curve_says_where_it_comes_from(figures):
+    """Each theory curve of figures 1-5 carries its prediction's source: a closed form or an estimate."""
+    sources = {(name, series): curve.source for name, (_, theory, _) in figures.items()
+               for series, curve in theory.curves.items()}
+    assert len({name for name, _ in sources}) == 5
+    for where, source in sources.items():
+        assert isinstance(source, str) and source.startswith(("closed form", "estimated")), (where, source)
+
+
 def test_only_estimated_theory_curves_are_named_estimated():
     """A caption's source names the estimated curves, not the closed forms -- those from exact moment operators
     included."""
