@@ -183,6 +183,7 @@ def test_figure_2_draws_each_window_series_and_its_theory(figures):
 
 def test_figure_3_draws_the_densities_the_gap_and_the_far_variance(figures):
     measured, theory, drawn = figures["fig3_score_gap"]
+    assert EXTRA_SERIES not in theory.curves  # no extra family here: no extra family's curve
     for m in measured:
         counts, edges = (np.asarray(result(m)[k], dtype=float) for k in ("hist_counts", "hist_edges"))
         density = one(drawn, name=m.job.series, kind="density")
