@@ -424,12 +424,15 @@ def test_figure_1_draws_a_user_family_in_the_panel_of_its_step_form(figures, tmp
 @pytest.mark.parametrize("name", ["fig1_coherence", "fig3_score_gap"])
 def test_an_extra_familys_series_name_their_kind_too(tmp_path, name):
     """A family drawn beside the built-ins (accum figures --family): its Monte Carlo points and its theory are named
-    as such, its histogram gets its C4 Gaussian."""
+    as such, its histogram gets its C4 Gaussian, and figure 3's dimension curves stay the built-ins'."""
     extra = extra_family("accum.simulations.examples:SignedPermutation", ["dim=8"])
     spec = next(s for s in figure_specs(True, extra) if s.name == name)
     measured = fig_data.ensure(spec.jobs, tmp_path, SEED, progress=False)
-    drawn = plots.BUILDERS[name](measured, THEORIES[name](measured))
+    theory = THEORIES[name](measured)
+    drawn = plots.BUILDERS[name](measured, theory)
     assert_every_series_names_its_kind(drawn)
     assert any(s.name == EXTRA_SERIES and s.kind == "Monte Carlo" for s in drawn.series)
     if name == "fig3_score_gap":
         assert one(drawn, name=gaussian_name(EXTRA_SERIES), kind="theory").panel == 0
+        builtin = sorted(m.record["result"]["dim"] for m in measured if m.job.series != EXTRA_SERIES)
+        assert sorted(theory.curves["far-variance"].x) == builtin == sorted(theory.curves["gap"].x)

@@ -62,3 +62,5 @@ def test_failed_jobs_are_named_three_at_a_time_after_the_others_are_saved(tmp_pa
     assert not any(sweep.result_path(tmp_path, p).exists() for p in planned[1:])
     with pytest.raises(fig_data.DataError, match=r"3 of 3 figure jobs failed .*: ValueError: bad \w+$"):
         fig_data.ensure(jobs[1:4], tmp_path, progress=False)  # three failures: all named, no "more"
+    with pytest.raises(fig_data.DataError, match=r"1 of 1 figure jobs failed \(rerun to retry them\): h [^;]*bad \w+$"):
+        fig_data.ensure(jobs[4:], results_dir=tmp_path, root_seed=0, progress=False)  # one: named, no "more"
