@@ -62,21 +62,16 @@ def halfway_eps(curve: np.ndarray, level: float) -> float:
     sqrt(m_{n-1} m_n), m = |c / c(0)| and n the first step with m_n <= level (n >= 1).  No integer value of the curve
     is then near eps, so the onset (log-linear between integers, ``stats.first_crossing``) is a smooth function of
     the estimated curve at the two steps that bracket it: its jackknife error holds (at eps = level a value within
-    noise of eps puts the crossing on a kink, where the jackknife's tails are heavier than t15's)."""
+    noise of eps puts the crossing on a kink, where the jackknife's tails are heavier than t15's).  A curve that
+    stays above ``level`` for all its steps is crossed at the lowest value it reaches instead: a deterministic
+    family's probe pair can hold a slow plane's coherence above any fixed level (RoPE at d = 16 kept 0.3 out of
+    reach for 2048 steps).  Refused only for a curve that never falls below its start."""
     mag = np.abs(np.asarray(curve, dtype=float) / curve[0])
-    below = np.flatnonzero(mag <= level)
-    if below.size == 0 or below[0] == 0:
+    below = np.flatnonzero(mag <= max(level, np.min(mag[1:], initial=np.inf)))
+    if below[0] == 0:
         raise ValueError(f"the curve does not cross {level} after step 0 within {mag.size - 1} steps")
     n = int(below[0])
     return float(math.sqrt(mag[n - 1] * mag[n]))
-
-
-def reached_level(curve: np.ndarray, level: float) -> float:
-    """``level``, or the lowest |c(n) / c(0)| of the curve over n = 1..steps when it stays above ``level``: a
-    deterministic family's probe pair can hold a slow plane's coherence above any fixed level for all its steps
-    (RoPE at d = 16 kept 0.3 out of reach for 2048 steps), and its onset is then taken where the curve does go."""
-    mag = np.abs(np.asarray(curve, dtype=float) / curve[0])
-    return max(level, float(mag[1:].min()))
 
 
 @register("onset", "C1", _kind, lambda family, **_: ops(family, "bilinear") | theory_route(family))
@@ -84,13 +79,13 @@ def check_onset(family: Family, rng: np.random.Generator, *, level: float, steps
                 theory_samples: int) -> list[Measurement]:
     """n_eps = min{n: |c(n)/c(0)| <= eps} by ``estimators.onset`` at the default probes and at ``probe_pair``'s,
     against the theory's onset at each (module docstring); each point's eps is where its predicted curve crosses
-    ``level``, or the lowest value it reaches if it stays above (``reached_level``, ``halfway_eps``)."""
+    ``level``, or the lowest value it reaches if it stays above (``halfway_eps``)."""
     q, k = probe_pair(family.dim, rng)
     probes = [{}, {"q": q, "k": k}]
     runs, preds, levels = [], [], []
     for pair in probes:
         curve = prediction("coherence", family, rng=rng, samples=theory_samples, steps=steps, **pair)
-        eps = halfway_eps(np.asarray(curve.value), reached_level(np.asarray(curve.value), level))
+        eps = halfway_eps(np.asarray(curve.value), level)
         runs.append(est.onset(family, eps, steps, samples, rng, **pair))
         preds.append(prediction("onset", family, rng=rng, samples=theory_samples, eps=eps, max_steps=steps, **pair))
         levels.append(round(eps, 4))

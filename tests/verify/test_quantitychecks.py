@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from accum.quantitychecks import ROUNDOFF, check_drift, drift_bound, halfway_eps, orthogonal_steps, reached_level
+from accum.quantitychecks import ROUNDOFF, check_drift, drift_bound, halfway_eps, orthogonal_steps
 from accum.simulations import estimators as est
 from accum.simulations.families import make_family
 from accum.simulations.stats import first_crossing
@@ -40,11 +40,12 @@ def test_a_curve_that_stays_above_the_level_is_crossed_at_the_lowest_value_it_re
     """|c(n)/c(0)| = 1, 0.9, 0.8, 0.85, 0.7, 0.75 never reaches 0.3: the onset is taken at 0.7, the first step at or
     below it is n = 4, and eps lies halfway (in log) between 0.85 and 0.7; a curve that does reach 0.3 keeps it."""
     curve = -2.0 * np.array([1.0, 0.9, 0.8, 0.85, 0.7, 0.75])
-    assert reached_level(curve, 0.3) == pytest.approx(0.7)
-    assert halfway_eps(curve, reached_level(curve, 0.3)) == pytest.approx(math.sqrt(0.85 * 0.7))
-    assert reached_level(np.array([1.0, 0.5, 0.2, 0.4]), 0.3) == 0.3
+    assert halfway_eps(curve, 0.3) == pytest.approx(math.sqrt(0.85 * 0.7))
+    assert halfway_eps(np.array([1.0, 0.5, 0.2, 0.4]), 0.3) == pytest.approx(math.sqrt(0.5 * 0.2))
     with pytest.raises(ValueError, match="does not cross"):
-        halfway_eps(np.ones(10), reached_level(np.ones(10), 0.3))
+        halfway_eps(np.ones(10), 0.3)
+    with pytest.raises(ValueError, match="does not cross"):
+        halfway_eps(np.ones(1), 0.3)
 
 
 def test_drift_bound_is_the_formula():
