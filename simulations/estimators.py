@@ -43,10 +43,11 @@ def bilinear_path(family: Family, rng: np.random.Generator, n_steps: int, batch:
     Equal to ``family.sample(rng, n_steps, batch).bilinear(q, k)`` (``transposed``: the steps' transposes,
     k^T A_1 ... A_t q).  A path longer than ``path_chunk`` steps (then batch is 1) is drawn and accumulated in
     chunks of that many steps, carrying the transported k (for SO(2) steps, the cumulative angle), so memory stays one chunk plus the returned row ((batch, 2): t = 0
-    and t = n, with ``last_only``).  A family that changes form mid-path continues from the rotated k.
+    and t = n, with ``last_only``).  A family that changes form mid-path continues from the rotated k.  Dependent
+    steps (``family.iid_steps`` False: a Markov token source) are drawn in one piece, so no chunk restarts the chain.
     q, k: (d,).
     """
-    per_chunk = path_chunk(step_form(family), family.dim)
+    per_chunk = path_chunk(step_form(family), family.dim) if getattr(family, "iid_steps", True) else n_steps
     if n_steps <= per_chunk:
         steps = family.sample(rng, n_steps, batch)
         return (steps.transposed() if transposed else steps).bilinear(q, k)

@@ -160,6 +160,8 @@ def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: 
     m: the value vector (default 1/sqrt(d)); batch_floats: memory of one batch (``near_weight``).  Per N it also keeps
     the paths' means and covariance of (|r|^2 / |m|^2, r): the vector r is a control whose exact mean is
     (1/N) sum_Delta E[P_Delta] m for i.i.d. steps (``montecarlo.controlled_mean``).
+    Dependent steps (``family.iid_steps`` False: a Markov token source) are drawn as one path of N_max steps per
+    batch and read in slices, so neither a chunk nor a smaller far size restarts the chain.
     """
     from . import backend_torch as bt
 
@@ -169,11 +171,14 @@ def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: 
     m, budget = probe("m", m, d), check_budget(batch_floats)
     dev = bt.check_device(device)
     draw = None if dev is None else bt.angle_sampler(family, dev, bt.torch_generator(rng, dev))
+    # dependent steps (a Markov token source) are drawn in one piece per batch, so no chunk restarts the chain
+    span = int(sizes[-1]) if not getattr(family, "iid_steps", True) else None
     moments, controls = Moments(), CoMoments()
-    for b in batches(n_samples, stream_floats(step_form(family), d, chunk, int(sizes[-1])), budget):
+    for b in batches(n_samples, stream_floats(step_form(family), d, span or chunk, int(sizes[-1])), budget):
         u = np.zeros((b, d))
         done = 0
         out, residuals = [], []
+        path = family.sample(rng, span, b) if span and value_rotation else None
         for target in sizes:
             while done < target:
                 n = min(chunk, target - done)
@@ -181,6 +186,8 @@ def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: 
                     u = u + n * m
                 elif draw is not None:
                     u = accumulate_angle_values(draw(n, b), u, m)
+                elif path is not None:
+                    u = path.during(slice(done, done + n)).accumulate_values(u, m)
                 else:
                     u = family.sample(rng, n, b).accumulate_values(u, m)
                 done += n

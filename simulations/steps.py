@@ -108,6 +108,11 @@ class StepShape:
         """The sequences ``index`` (a slice of the batch axis), in the same form."""
         return type(self)(*(getattr(self, f.name)[index] for f in fields(self)))
 
+    def during(self, index: slice) -> Any:
+        """The steps ``index`` (a slice of the step axis) of every sequence, in the same form: every field's axes are
+        (batch, n_steps, ...) (``array_shapes``)."""
+        return type(self)(*(getattr(self, f.name)[:, index] for f in fields(self)))
+
     def angles(self) -> np.ndarray | None:
         """The angles theta (batch, n_steps, d/2) of a block-SO(2) form; None for the other forms (their matrices
         may still be block rotations: ``theory.lattice`` reads angles from them)."""

@@ -26,7 +26,7 @@ def test_statistic_matches_the_plain_formula_on_full_rank_rows():
     ybar, cov = y.mean(axis=0), np.cov(y, rowvar=False)
     t2 = n * ybar @ np.linalg.solve(cov, ybar)
     want = sps.f.sf((n - p) * t2 / (p * (n - 1)), p, n - p)
-    p_value, rank, constant = hotelling(*sums(y))
+    p_value, rank, constant, _ = hotelling(*sums(y))
     assert rank == p and constant == 0.0
     assert p_value == pytest.approx(want, rel=1e-9)
 
@@ -43,7 +43,7 @@ def test_p_values_are_uniform_under_the_null_with_constant_and_tied_coordinates(
     """500 replicates of 400 non-normal rows in 7 coordinates of rank 4: KS against U(0, 1) at a 0.1% level (a
     fixed seed; a statistic with the wrong rank or scale is far outside)."""
     rng = np.random.default_rng(2)
-    p_values, ranks, constants = zip(*(hotelling(*sums(structured_rows(rng, 400))) for _ in range(500)))
+    p_values, ranks, constants, _ = zip(*(hotelling(*sums(structured_rows(rng, 400))) for _ in range(500)))
     assert set(ranks) == {4}
     assert max(constants) < 1e-12
     assert sps.kstest(p_values, "uniform").pvalue > 1e-3
@@ -66,7 +66,7 @@ def test_an_error_along_a_constant_direction_is_returned_exactly():
     rng = np.random.default_rng(4)
     y = structured_rows(rng, 300)
     y[:, 6] += 2.5e-3  # the always-0 coordinate predicted wrongly
-    _, rank, constant = hotelling(*sums(y))
+    _, rank, constant, _ = hotelling(*sums(y))
     assert rank == 4 and constant == pytest.approx(2.5e-3, rel=1e-9)
 
 
@@ -74,3 +74,20 @@ def test_too_few_rows_is_an_error():
     y = np.random.default_rng(5).normal(size=(4, 6))
     with pytest.raises(ValueError, match="more rows \\(4\\) than coordinates \\(6\\)"):
         hotelling(*sums(y))
+
+
+def test_a_direction_varying_below_the_rank_tolerance_reports_its_standard_error():
+    """A coordinate whose spread (1e-6) is under rank_tol (1e-10) times the largest variance is counted constant,
+    but its mean still moves by its standard error: the returned se is sd / sqrt(n) of that coordinate (a truly
+    constant one adds nothing), so an exact row can allow for it (``constant_floor``)."""
+    rng = np.random.default_rng(6)
+    n = 500
+    y = structured_rows(rng, n)
+    slow = 1e-6 * rng.normal(size=n)
+    _, rank, constant, constant_se = hotelling(*sums(np.column_stack([y, slow])))
+    assert rank == 4
+    # the slow direction's eigenvalue is its variance left after regressing on the 4 free coordinates (R^2 ~ 4/n)
+    assert constant_se == pytest.approx(slow.std(ddof=1) / np.sqrt(n), rel=0.05)
+    assert 1e-10 < constant < 5 * constant_se
+    # truly constant directions: only the eigenvalues' rounding, about sqrt(p eps max(lambda) / n)
+    assert hotelling(*sums(y))[3] < np.sqrt(8 * np.finfo(float).eps * 2 / n)

@@ -467,3 +467,13 @@ def test_non_unit_probes_leave_homogeneous_rows_unchanged(check, kwargs, monkeyp
     monkeypatch.undo()
     q, k = claims.probe_pair(16, np.random.default_rng(0))
     assert np.linalg.norm(q) == pytest.approx(1.3) and np.linalg.norm(k) == pytest.approx(0.7)
+
+
+def test_step_pair_of_a_slowly_turning_plane_is_not_held_as_constant():
+    """Calibration report 11013 (quick): rope-uniform's slowest plane (theta ~ U(-0.13, 0.13)) drew an axis pair
+    whose contraction varied 1e-10 times as much as the random directions' (norms ~ sqrt(d)), so ``hotelling``
+    counted it constant and the exact row failed at 1.5e-7.  Read in units of each contraction's bound, both rows
+    of that job pass."""
+    job = next(j for j in rp.plan(rp.QUICK) if j.check == "step-pair" and "rope-uniform" in label(j.family))
+    rows = [judge(m, 0.01 / 250) for m in job.run(11013)]
+    assert [r.kind for r in rows] == ["statistical", "exact"] and all(r.passed for r in rows), rows
