@@ -3,8 +3,10 @@ test, run on built-in families whose moments the theory knows exactly.  Register
 
 * ``check-gaps``: ``theory.gaps.first_moment_gap`` estimates u'E[A]v along the top singular pair (u, v) of the first
   half's mean, from the second half, unbiased given the first half; with E[A] exact (``closed_forms.step_mean``) its
-  target u'E[A]v is known, so (estimate - target) / se is a plain two-sided normal z (the mean of M/2 independent
-  values): a biased estimator, a wrong half or a wrong standard error fails it.  Likewise
+  target u'E[A]v is known, so (estimate - target) / se is a two-sided normal z (the mean of M/2 independent
+  values, taken through ``verdict.hall_transform`` with their skewness: Givens values, skewness about -7, made the
+  plain z exceed 3.94 eleven times as often as the normal): a biased estimator, a wrong half or a wrong standard
+  error fails it.  Likewise
   ``theory.gaps.second_moment_gap`` estimates <U, S(V)> along the power method's pair, S = X -> E[A X A'], whose exact
   value comes from the closed form E[A (x) A] (``closed_forms.pair_operator``); its detectable error is stated on the
   pair's scale |U|_F |V|_F (the target itself is ~0 for Haar steps, where S(X) = tr(X) I / d).  A third, one-sided row holds the
@@ -47,16 +49,16 @@ def check_gaps(family: Family, rng: np.random.Generator, *, moment: str, samples
         mean, g1 = forms.step_mean(), first_moment_gap(half1, half2)
         u, v = g1.pair
         return [measurement("C1", family, f"accum check: split-sample g1 vs u'E[A]v exact ({samples} steps)",
-                            "statistical", g1.value, g1.stderr, float(u @ mean @ v), n,
+                            "statistical", g1.value, g1.stderr, float(u @ mean @ v), n, skew=g1.skew,
                             source="closed form E[A] along the first half's pair"),
                 measurement("C1", family, "accum check: split-sample g1 <= sigma_max(E[A]) exact", "statistical",
                             g1.value, g1.stderr, float(np.linalg.svd(mean, compute_uv=False)[0]), n, side="upper",
-                            source="closed form E[A]")]
+                            skew=g1.skew, source="closed form E[A]")]
     g2 = second_moment_gap(half1, half2, rng)
     left, right = g2.pair
     return [measurement("C4", family, f"accum check: split-sample g2 vs <U, S(V)> exact ({samples} steps)",
                         "statistical", g2.value, g2.stderr, float(left.ravel() @ forms.pair_operator() @ right.ravel()),
-                        n, floor=1e-9, effect_scale=float(np.linalg.norm(left) * np.linalg.norm(right)),
+                        n, floor=1e-9, effect_scale=float(np.linalg.norm(left) * np.linalg.norm(right)), skew=g2.skew,
                         source="closed form E[A (x) A] along the first half's pair")]
 
 

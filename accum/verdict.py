@@ -12,6 +12,9 @@ prediction is itself estimated (moment operators of a user family), prediction s
   the delta method on the log scale, where the sampling law is closer to symmetric.
 * reference: ``normal``, or ``t`` with ``dof`` degrees of freedom where the standard error comes from few
   independent pieces (a delete-one-group jackknife over G groups has G - 1; a mean of n samples n - 1).
+* skew: where a linear row's point is the mean of n skewed values (sample skewness gamma given), its z is taken
+  through ``hall_transform``, which removes the n^{-1/2} skewness of a studentized mean's law (a split-sample g1
+  of Givens steps, gamma about -7 over 2000 steps, put 9 in 20,000 draws above 3.94 where the normal puts 0.8).
 * threshold: a row gets the share alpha_r = budget / R of the report's false-failure budget (R the number of
   evidence rows, Bonferroni), split over its m points: two-sided k = F^{-1}(1 - alpha_r / (2 m)), one-sided
   k = F^{-1}(1 - alpha_r / m), F the reference distribution.  A correct implementation then fails the whole
@@ -31,6 +34,7 @@ small and too large both fail, and its mde is the relative error of the reported
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -69,6 +73,7 @@ class Measurement:
     source: str = "closed form"
     effect_scale: float | None = None
     params: dict = field(default_factory=dict)
+    skew: np.ndarray | float | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -77,6 +82,8 @@ class Measurement:
             raise ValueError(f"reference must be 'normal' or 't' with dof >= 1, got {self.reference!r}, {self.dof!r}")
         if self.scale not in SCALES or self.side not in SIDES:
             raise ValueError(f"scale must be one of {SCALES} and side one of {SIDES}, got {self.scale!r}, {self.side!r}")
+        if self.skew is not None and self.scale != "linear":
+            raise ValueError("skew (hall_transform of a studentized mean) goes with the linear scale only")
 
     @property
     def counts_as_evidence(self) -> bool:
@@ -126,14 +133,29 @@ def threshold(m: Measurement, alpha: float) -> float:
     return reference_isf(per_point / 2.0 if m.side == "two" else per_point, m.reference, m.dof)
 
 
+def hall_transform(t: np.ndarray, skew: np.ndarray | float, n: int) -> np.ndarray:
+    """Hall's monotone transform of a studentized mean t = (xbar - mu) / (s / sqrt(n)) of n values whose skewness is
+    gamma: with a = gamma / (3 sqrt(n)),
+
+        t + a t^2 + a^2 t^3 / 3 + gamma / (6 sqrt(n)),
+
+    normal to O(1/n) where t itself is off by O(1/sqrt(n)) (Johnson's 1978 modified t plus a cubic term that makes it
+    monotone: its derivative is (1 + a t)^2 >= 0, so a larger error never gives a smaller z).  Source: P. Hall, "On
+    the removal of skewness by transformation", J. R. Statist. Soc. B 54 (1992) 221-228.  Shapes broadcast."""
+    a = np.asarray(skew, dtype=float) / (3.0 * math.sqrt(n))
+    return t + a * t**2 + a**2 * t**3 / 3.0 + a / 2.0
+
+
 def z_scores(m: Measurement) -> np.ndarray:
-    """Standardised differences on the row's scale (module docstring)."""
+    """Standardised differences on the row's scale (module docstring), through ``hall_transform`` where the row gives
+    its values' skewness."""
     x, se, p, pse = np.broadcast_arrays(*(np.atleast_1d(np.asarray(a, dtype=float))
                                           for a in (m.measured, m.stderr, m.predicted, m.pred_stderr)))
     with np.errstate(divide="ignore", invalid="ignore"):
         if m.scale == "log":
             return (np.log(x) - np.log(p)) / np.sqrt((se / x) ** 2 + (pse / p) ** 2 + m.floor**2)
-        return (x - p) / np.sqrt(se**2 + pse**2 + m.floor**2)
+        z = (x - p) / np.sqrt(se**2 + pse**2 + m.floor**2)
+        return z if m.skew is None else hall_transform(z, m.skew, m.n)
 
 
 def min_detectable_effect(m: Measurement, k: float) -> float | None:

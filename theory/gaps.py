@@ -30,7 +30,8 @@ class Gap:
     method (0 for a direct SVD), ``all_fixed`` when every direction is fixed (no complement), ``converged`` False
     when the power method stopped at its step cap (its value is then a lower bound), ``pair`` the (left, right)
     directions the second half was read along (u, v of d entries; U, V of d x d for the second moment), None when
-    there were none."""
+    there were none, ``skew`` the sample skewness m_3 / m_2^(3/2) of the second half's values (their mean is
+    ``value``; a skewed mean of few values needs a skew-aware reference, ``verdict.hall_transform``)."""
 
     value: float
     stderr: float
@@ -39,6 +40,14 @@ class Gap:
     all_fixed: bool = False
     converged: bool = True
     pair: tuple[np.ndarray, np.ndarray] | None = None
+    skew: float = 0.0
+
+
+def sample_skewness(x: np.ndarray) -> float:
+    """m_3 / m_2^(3/2) of the values x (n,), m_j = mean (x - xbar)^j; 0 when they are all the same."""
+    dev = x - x.mean()
+    m2 = float(np.mean(dev**2))
+    return float(np.mean(dev**3)) / m2**1.5 if m2 > 0 else 0.0
 
 
 def first_moment_gap(half1: list, half2: list) -> Gap:
@@ -51,7 +60,8 @@ def first_moment_gap(half1: list, half2: list) -> Gap:
     """
     u, s, v = top_singular_pair(step_mean_with_se(half1)[0])
     vals = bilinear_values(half2, u, v)
-    return Gap(float(vals.mean()), float(vals.std(ddof=1) / math.sqrt(vals.size)), s, pair=(u, v))
+    return Gap(float(vals.mean()), float(vals.std(ddof=1) / math.sqrt(vals.size)), s, pair=(u, v),
+               skew=sample_skewness(vals))
 
 
 #: above this d the top singular pair comes from Lanczos iterations (one matrix-vector product each, so Ctrl-C is
@@ -125,4 +135,4 @@ def second_moment_gap(half1: list, half2: list, rng: np.random.Generator,
     u /= np.linalg.norm(u)
     vals = op2.values(u, v)
     return Gap(float(vals.mean()), float(vals.std(ddof=1) / math.sqrt(vals.size)), sigma, it, converged=converged,
-               pair=(u, v))
+               pair=(u, v), skew=sample_skewness(vals))
