@@ -64,3 +64,20 @@ def test_failed_jobs_are_named_three_at_a_time_after_the_others_are_saved(tmp_pa
         fig_data.ensure(jobs[1:4], tmp_path, progress=False)  # three failures: all named, no "more"
     with pytest.raises(fig_data.DataError, match=r"1 of 1 figure jobs failed \(rerun to retry them\): h [^;]*bad \w+$"):
         fig_data.ensure(jobs[4:], results_dir=tmp_path, root_seed=0, progress=False)  # one: named, no "more"
+
+
+def test_progress_lines_only_when_asked_and_by_default(tmp_path, monkeypatch, capsys):
+    """``ensure`` reports its jobs on stderr by default (the library call a user makes), and not at all with
+    progress=False or when nothing is left to compute.  Stderr is not a terminal here, so the lines are the plain
+    ones: "DESC: K of N jobs done", none for the last job."""
+    jobs = [CurveSpec("coherence", "householder", {"dim": 6}, {"steps": 4, "samples": s}, "h", "label", 0)
+            for s in (8, 9, 10)]
+    monkeypatch.setattr(sweep, "outcomes", lambda todo, workers, client: ((job, {"ok": True}) for job in todo))
+    fig_data.ensure(jobs[:2], tmp_path / "quiet", progress=False)
+    assert capsys.readouterr().err == ""
+    fig_data.ensure(jobs, tmp_path / "shown")
+    err = capsys.readouterr().err
+    assert "accum figures: measurements: 2 of 3 job" in err and "3 of 3" not in err, err
+    monkeypatch.setattr(fig_data, "load", lambda results_dir, job: {"ok": True})  # every record saved
+    fig_data.ensure(jobs, tmp_path / "shown", progress=True)
+    assert capsys.readouterr().err == ""
