@@ -93,8 +93,9 @@ def hotelling(total: np.ndarray, outer: np.ndarray, n: int,
     upper-tail p-value of T^2, r, the length of ybar's projection on the constant directions, 0 if none, and that
     length's standard error sqrt(sum_{j > r} max(lambda_j, 0) / n): for truly constant directions only the rounding
     of eigh's eigenvalues (about sqrt(eps max(lambda) / n)), but a direction that varies less than
-    rank_tol * max(lambda) is counted constant too, and its mean still moves by sqrt(lambda_j / n)).  Centre the rows near their mean (y = x - predicted mean) and give the coordinates
-    comparable scales (the tolerance is relative to the largest variance) so ``outer`` loses no digits."""
+    rank_tol * max(lambda) is counted constant too, and its mean still moves by sqrt(lambda_j / n)).  Centre the
+    rows near their mean (y = x - predicted mean) so ``outer`` loses no digits, and give the coordinates comparable
+    scales (the tolerance is relative to the largest variance)."""
     if n <= total.size:
         raise ValueError(f"Hotelling's T^2 needs more rows ({n}) than coordinates ({total.size})")
     ybar = total / n
