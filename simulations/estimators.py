@@ -47,7 +47,7 @@ def bilinear_path(family: Family, rng: np.random.Generator, n_steps: int, batch:
     steps (``family.iid_steps`` False: a Markov token source) are drawn in one piece, so no chunk restarts the chain.
     q, k: (d,).
     """
-    per_chunk = path_chunk(step_form(family), family.dim) if getattr(family, "iid_steps", True) else n_steps
+    per_chunk = mc.dependent_span(family, n_steps) or path_chunk(step_form(family), family.dim)
     if n_steps <= per_chunk:
         steps = family.sample(rng, n_steps, batch)
         return (steps.transposed() if transposed else steps).bilinear(q, k)

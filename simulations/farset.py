@@ -18,8 +18,8 @@ from .params import check_bool, check_int, field_error
 from .steps import accumulate_angle_values
 
 from .montecarlo import (ALIBI_SLOPE, MAX_FAR_SIZE, MAX_STEPS, S0, CoMoments, FarResidualEstimate, Moments,
-                         NearWeightEstimate, batches, check_budget, check_family, check_rng, check_samples, probe, step_form,
-                         stream_floats)
+                         NearWeightEstimate, batches, check_budget, check_family, check_rng, check_samples, dependent_span,
+                         probe, step_form, stream_floats)
 
 
 def _check_sizes(name: str, sizes: Sequence[int]) -> np.ndarray:
@@ -65,8 +65,7 @@ def near_weight(family: Family, far_sizes: Sequence[int], s0: float, n_samples: 
     s0, alibi_slope = S0.validate(s0), ALIBI_SLOPE.validate(alibi_slope)
     d = family.dim
     q, k, budget = probe("q", q, d), probe("k", k, d), check_budget(batch_floats)
-    # dependent steps (a Markov token source) are drawn in one piece per batch, so no chunk restarts the chain
-    span = int(sizes[-1]) if not getattr(family, "iid_steps", True) else None
+    span = dependent_span(family, sizes[-1])  # one piece per batch: no chunk restarts a Markov chain
     next_scores = _score_source(family, rng, q, k, device, span)
     weight, mass, log_mass, controls = Moments(), Moments(), Moments(), CoMoments()
     for b in batches(n_samples, stream_floats(step_form(family), d, span or chunk, int(sizes[-1])), budget):
@@ -171,8 +170,7 @@ def far_residual(family: Family, far_sizes: Sequence[int], n_samples: int, rng: 
     m, budget = probe("m", m, d), check_budget(batch_floats)
     dev = bt.check_device(device)
     draw = None if dev is None else bt.angle_sampler(family, dev, bt.torch_generator(rng, dev))
-    # dependent steps (a Markov token source) are drawn in one piece per batch, so no chunk restarts the chain
-    span = int(sizes[-1]) if not getattr(family, "iid_steps", True) else None
+    span = dependent_span(family, sizes[-1])  # one piece per batch: no chunk restarts a Markov chain
     moments, controls = Moments(), CoMoments()
     for b in batches(n_samples, stream_floats(step_form(family), d, span or chunk, int(sizes[-1])), budget):
         u = np.zeros((b, d))

@@ -218,6 +218,13 @@ def path_floats(form: type, d: int, n_steps: int) -> int:
     return max((n_steps + 1) * d, n_steps * form.floats_per_step(d))
 
 
+def dependent_span(family: Any, n_steps: int) -> int | None:
+    """``n_steps`` for a family whose steps depend on each other (``iid_steps`` False: a Markov token source), whose
+    path of that many steps the streaming estimators draw in one piece so that no chunk restarts its chain; None for
+    i.i.d. steps (drawn chunk by chunk)."""
+    return None if getattr(family, "iid_steps", True) else int(n_steps)
+
+
 def path_chunk(form: type, d: int) -> int:
     """Steps of a path drawn at once by ``bilinear_path`` (one sample): BATCH_BUDGET / max(d, floats_per_step)."""
     return max(1, BATCH_BUDGET // max(d, form.floats_per_step(d)))
