@@ -25,7 +25,7 @@ import importlib
 import os
 import sys
 
-from accum.interrupts import SignalPolicy
+from accum.interrupts import SignalPolicy, settle_interrupts
 
 #: 128 + SIGPIPE, as a shell reports a command whose reader went away
 EXIT_BROKEN_PIPE = 141
@@ -194,6 +194,7 @@ def run_reporting_errors(argv: list[str], prefix: str) -> int | None:
                 print(f"{prefix}: error: {err}", file=sys.stderr)
                 return 2
     except KeyboardInterrupt as err:  # an ``Interrupted`` says what the command kept
+        settle_interrupts()  # reported: a re-delivery must not end the process with a second line
         print(f"{prefix}: {str(err) or 'interrupted'}", file=sys.stderr)
         return None
     except BrokenPipeError:  # the reader of stdout went away (`| head`): end quietly

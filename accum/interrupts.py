@@ -222,6 +222,7 @@ class SignalPolicy:
         self._wakeup: tuple[int, int] | None = None
         self._previous_wakeup = -1
         self._active = False
+        self._settled = False
         self._tracing = False
         self._previous: dict[int, object] = {}
         self._previous_hook = sys.unraisablehook
@@ -265,6 +266,15 @@ class SignalPolicy:
             _signal.signal(sig, _signal.SIG_IGN if ignore else handler)
         sys.unraisablehook = self._previous_hook
 
+    def settle(self) -> None:
+        """The command has reported its interrupt (what it kept): from now on a signal is only recorded -- no
+        re-delivery, no ``KeyboardInterrupt``, no exit line -- until ``uninstall``.  Without it, a re-delivery in the
+        moments between the report and ``uninstall`` found nothing holding interrupts and ended the process with
+        the exit line as well: two lines for one Ctrl-C (once in a CI run of the Ctrl-C test)."""
+        with self._lock:
+            self._settled = True
+        self._stop_tracing(sys._getframe())
+
     @property
     def status(self) -> int:
         """The exit status of a command this policy interrupted (``exit_status``)."""
@@ -277,7 +287,7 @@ class SignalPolicy:
         if self.signum is None:
             self.signum = signum
             _thread.start_new_thread(self._redeliver, ())
-        if not self._active or frame is None or interrupt_in_flight():
+        if not self._active or self._settled or frame is None or interrupt_in_flight():
             return
         if self.exit_line is not None and self.holds == 0:
             self._exit_at_once(self.signum)
@@ -349,7 +359,7 @@ class SignalPolicy:
         while True:
             time.sleep(self.recheck_s)
             with self._lock:
-                if not self._active:
+                if not self._active or self._settled:
                     return
                 _thread.interrupt_main(self.signum)
 
@@ -381,6 +391,14 @@ class holding_interrupts:
     def __exit__(self, *exc: object) -> None:
         if self.policy is not None:
             self.policy.holds -= 1
+
+
+def settle_interrupts() -> None:
+    """``SignalPolicy.settle`` of the installed policy: called where a command reports its interrupt.  Nothing
+    without an installed policy (library use)."""
+    policy = installed_policy()
+    if policy is not None:
+        policy.settle()
 
 
 class scratch_paths:

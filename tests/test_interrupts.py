@@ -336,3 +336,33 @@ def test_a_frame_under_set_name_is_no_safe_point():
     (frame,) = frames
     assert standard_library(frame.f_code) and ours(frame.f_back) and safe_point(frame.f_back)
     assert not safe_point(frame)
+
+
+REPORT_THEN_WAIT = """
+from accum.interrupts import holding_interrupts, settle_interrupts
+policy = SignalPolicy(exit_line="accum test: interrupted").install()
+try:
+    with holding_interrupts():  # a sweep's pool: the interrupt is raised, the command reports what it kept
+        os.kill(os.getpid(), signal.SIGINT)
+        spin(5)
+except KeyboardInterrupt:
+    {settle}
+    print("accum test: interrupted; 0 of 2 jobs kept", file=sys.stderr, flush=True)
+spin(0.5)  # the moments before uninstall: ten re-deliveries of the signal
+print("accum test: done", file=sys.stderr, flush=True)
+policy.uninstall(ignore=True)
+os._exit(policy.status)
+"""
+
+
+def test_an_interrupt_reported_by_the_command_is_not_reported_again():
+    """Once the command has reported its interrupt (``settle_interrupts``, called by ``cli.run_reporting_errors``),
+    the policy's re-deliveries neither raise nor end the process with its own exit line: one line for one Ctrl-C.
+    Without the call, a re-delivery in the moments before ``uninstall`` found nothing holding interrupts and added
+    the exit line (the race a CI run of the Ctrl-C test hit once)."""
+    settled = run_python(REPORT_THEN_WAIT.format(settle="settle_interrupts()"))
+    assert settled.returncode == 130 and settled.stderr.splitlines() == [
+        "accum test: interrupted; 0 of 2 jobs kept", "accum test: done"], settled
+    unsettled = run_python(REPORT_THEN_WAIT.format(settle="pass"))
+    assert unsettled.returncode == 130 and unsettled.stderr.splitlines() == [
+        "accum test: interrupted; 0 of 2 jobs kept", "accum test: interrupted"], unsettled
