@@ -97,8 +97,9 @@ def near_weight(family: Family, far_sizes: Sequence[int], s0: float, n_samples: 
 def _score_source(family: Family, rng: np.random.Generator, q: np.ndarray, k: np.ndarray, device: str | None,
                   span: int | None = None):
     """For a batch size b, a stream ``scores(n) -> (b, n)`` float64 tensor of q^T A_i ... A_{i-Delta+1} k for the
-    next n offsets Delta, each call continuing where the last one stopped.  ``span``: steps are drawn at least
-    that many at a time and served in slices (one path of dependent steps, not restarted at each call).
+    next n offsets Delta, each call continuing where the last one stopped.  ``span``: the batch's steps are drawn as
+    one path of that many and served in slices (``StepShape.during``, as ``far_residual`` does): a path of dependent
+    steps is not restarted at each call.
 
     Generic steps: the query is pulled back, x_Delta = A^T ... A^T q (``transposed().transport``), carried
     across calls, scores k . x_Delta.  Block-SO(2) steps (``AngleSteps``, or angles drawn on ``device``): the
@@ -114,29 +115,22 @@ def _score_source(family: Family, rng: np.random.Generator, q: np.ndarray, k: np
     coef_abs, coef_arg = bt.probe_coefficients(q, k, dev) if family.dim % 2 == 0 else (None, None)  # SO(2): d even
 
     def for_batch(b: int):
-        state = {"x": None, "theta": torch.zeros((b, family.dim // 2), dtype=torch.float64, device=dev),
-                 "left": None}
+        path = family.sample(rng, span, b) if span and draw is None else None  # one path, served in slices
+        state = {"x": None, "theta": torch.zeros((b, family.dim // 2), dtype=torch.float64, device=dev), "done": 0}
 
         def scores(n: int) -> torch.Tensor:
-            if span is None:
-                return drawn(n)
-            if state["left"] is None or state["left"].shape[1] < n:
-                state["left"] = drawn(max(n, span))
-            out, state["left"] = state["left"][:, :n], state["left"][:, n:]
-            return out
-
-        def drawn(n: int) -> torch.Tensor:
             if draw is not None:
                 theta = draw(n, b)
             else:
-                steps = family.sample(rng, n, b)
+                start, state["done"] = state["done"], state["done"] + n
+                steps = family.sample(rng, n, b) if path is None else path.during(slice(start, start + n))
                 theta = steps.angles()
                 if theta is None or state["x"] is not None:
                     if state["x"] is None:
                         state["x"] = np.broadcast_to(q, (b, family.dim))
-                    path = steps.transposed().transport(state["x"])
-                    state["x"] = path[:, -1]
-                    return torch.from_numpy(np.ascontiguousarray(path[:, 1:] @ k))
+                    path_x = steps.transposed().transport(state["x"])
+                    state["x"] = path_x[:, -1]
+                    return torch.from_numpy(np.ascontiguousarray(path_x[:, 1:] @ k))
                 theta = bt.as_tensor(theta)
             y, state["theta"] = bt.far_logits(theta, state["theta"], coef_abs, coef_arg)
             return y
