@@ -6,7 +6,9 @@ the theory; registered in ``claims.CHECKS`` like every check.
 * ``product-norm``: ``estimators.mean_product_sq`` (the unbiased U-statistic, jackknife standard error over 16 groups:
   Student t with 15 degrees of freedom) against ``prediction("mean-product-sq")`` at n = 1..steps.  With complex plane
   rates (nonzero mean angles) ||E P_n||^2 = (2/d) sum_b |psi_b(n)|^2 differs from the real parts' sum, so a form that
-  keeps Re psi where |psi| belongs fails.  No probes: the quantity is a matrix norm.
+  keeps Re psi where |psi| belongs fails.  No probes: the quantity is a matrix norm.  Where the closed forms give
+  E[P_n] = 0 (Haar, the m = 2 lattice) the U-statistic is degenerate and is judged by its weighted chi-square law
+  (``zero_mean_deviates``), not the jackknife.
 * ``onset``: ``estimators.onset`` (jackknife, t15) against ``prediction("onset")`` at two probe pairs: the default
   q = k = 1/sqrt(d) that ``accum measure onset`` uses (where the theory takes its shortcuts, e.g. log(eps)/log(rho)
   for one real rate) and the non-unit, non-parallel pair of ``claims.probe_pair``.  With a complex rate the curve
