@@ -29,7 +29,8 @@ prediction is itself estimated (moment operators of a user family), prediction s
 Standard-error rows check a standard error itself: R independent replicate estimates x_r with reported se_r give
 rho = sqrt(mean_r (x_r - xbar)^2 / mean_r se_r^2), 1 when the reported errors are right, with a delta-method
 standard error from the replicates themselves (``stderr_ratio``); the row holds rho to 1 two-sided, so errors too
-small and too large both fail, and its mde is the relative error of the reported standard error it detects.
+small and too large both fail (one-sided, rho <= 1, for a jackknife's error, conservative in expectation:
+``accum.stderrs``), and its mde is the relative error of the reported standard error it detects.
 """
 
 from __future__ import annotations

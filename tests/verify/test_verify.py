@@ -99,12 +99,14 @@ def test_quick_detects_a_1_percent_error_for_every_claim_and_family(quick_report
 
 def test_quick_standard_error_rows_fail_a_5_percent_error_with_95_percent_power(quick_report):
     """Issue 31: each standard-error row (replicate spread / reported se, ``accum.stderrs``) fails a reported standard
-    error 5% too small or too large with probability >= 95% (``stderrs.power`` at the row's se and threshold)."""
+    error 5% too small with probability >= 95% (``stderrs.power`` at the row's se, threshold and side), and 5% too
+    large as well where the row is two-sided (all but the window's: a jackknife, ``stderrs.CONSERVATIVE``)."""
     _, report, _, _ = quick_report
     rows = [r for r in report["rows"] if r["source"] == "replicates"]
     assert {r["claim"] for r in rows} == set(stderrs.ESTIMATOR_CLAIMS.values())
-    weak = {r["what"]: stderrs.power(r["stderr"], r["k"], 0.05) for r in rows}
+    weak = {r["what"]: stderrs.power(r["stderr"], r["k"], 0.05, r["side"]) for r in rows}
     assert min(weak.values()) >= 0.95, weak
+    assert sorted(r["what"].split(" through")[0] for r in rows if r["side"] != "two") == ["se of window"]
 
 
 def test_rope_window_is_a_contrast_never_a_finite_window_pass(quick_report):
