@@ -119,7 +119,7 @@ def halfway_eps(curve: np.ndarray, level: float) -> float:
     error holds (at eps = level a value within noise of eps puts the crossing on a kink, where the jackknife's tails
     are heavier than t15's).  j = n unless m_n < ``NEAR_ZERO_SHARE`` * level: an oscillating curve (a complex rate)
     can cross the level by passing near one of its zeros, where log m_n -- and so the crossing -- is dominated by the
-    estimate's noise (vonmises at q != k: m = 1, 0.59, 0.23, 0.00002 put eps at 0.0008, which the estimated curve
+    estimate's noise (vonmises at q != k: m = 1, 0.59, 0.23, 3e-6 put eps at 0.0008, which the estimated curve
     never reached); j is then the last record low before n (0.37 there), and n itself only if there is none.  A curve
     that stays above ``level`` for all its steps is crossed at the lowest value it reaches instead: a deterministic
     family's probe pair can hold a slow plane's coherence above any fixed level (RoPE at d = 16 kept 0.3 out of

@@ -66,15 +66,16 @@ def first_crossing(curve: np.ndarray, eps: float) -> float:
 def weighted_chisq_tails(x: float, weights: np.ndarray) -> tuple[float, float]:
     """(P(Q <= x), P(Q > x)) for Q = sum_k w_k Z_k^2, Z_k i.i.d. standard normal, w_k >= 0 (zeros dropped), by the
     Lugannani-Rice saddlepoint formula (Lugannani & Rice 1980; Butler, "Saddlepoint Approximations with
-    Applications", 2007, sec. 1.2.2):
+    Applications", 2007, ch. 1):
 
         K(s) = -(1/2) sum_k log(1 - 2 w_k s)  (s < 1 / (2 max w)),  K'(s_hat) = x,
         r = sign(s_hat) sqrt(2 (s_hat x - K(s_hat))),  v = s_hat sqrt(K''(s_hat)),
         P(Q > x) = 1 - Phi(r) + phi(r) (1/v - 1/r),  P(Q <= x) = Phi(r) - phi(r) (1/v - 1/r).
 
-    Its relative error stays within a few per cent far into both tails even for one chi-square with one degree
-    of freedom, and shrinks as the weights spread (tests/simulations/test_stats.py holds it against ``scipy.stats.chi2``), so
-    a p-value of 1e-8 gives a normal deviate within about 0.01.  At the mean (|r| < 1e-4) the limit
+    Its relative error in a tail probability down to 1e-9 was at most 16% (lower tail) and 7% (upper) for one
+    chi-square with one degree of freedom, 1.4% for eight equal weights and 0.002% for 256 (it shrinks as the
+    weights spread; tests/simulations/test_stats.py holds it against ``scipy.stats.chi2``), so a tail probability
+    of 1e-8 gives a normal deviate within about 0.03.  At the mean (|r| < 1e-4) the limit
     1/2 -+ k3 / (6 sqrt(2 pi) k2^(3/2)) is used (k_j the cumulants)."""
     w = np.asarray(weights, dtype=float).ravel()
     if w.size == 0 or np.any(w < 0) or not np.any(w > 0):

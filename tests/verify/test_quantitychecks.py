@@ -75,9 +75,9 @@ def test_orthogonal_steps():
 
 
 def test_halfway_eps_steps_back_from_a_crossing_next_to_a_zero_of_the_curve():
-    """vonmises at q != k (calibration seed 13157): |c(n)/c(0)| = 1, 0.59, 0.23, 2e-5, ... crosses 0.2 by passing
-    near a zero, where eps = sqrt(0.23 * 2e-5) = 0.002 is a value the estimated curve, noisy at 0.01, need never
-    reach.  eps steps back to the bracket before it (sqrt(0.59 * 0.23)), where both values are far from zero; a
+    """vonmises at q != k (calibration seed 13157): |c(n)/c(0)| = 1, 0.59, 0.23, 3e-6, ... crosses 0.2 by passing
+    near a zero (here 2e-5), where eps = sqrt(0.23 * 2e-5) = 0.002 is a value the estimated curve, noisy at 0.01,
+    need never reach.  eps steps back to the bracket before it (sqrt(0.59 * 0.23)), where both values are far from zero; a
     crossing whose lower value is not near zero keeps its bracket, and the bracket is read from the running minimum."""
     near_zero = np.array([1.0, 0.59, 0.23, 2e-5, 0.11, 0.14])
     assert halfway_eps(near_zero, 0.2) == pytest.approx(math.sqrt(0.59 * 0.23))
