@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import ndtr, ndtri
 
 from .params import ParamError
@@ -77,6 +76,8 @@ def weighted_chisq_tails(x: float, weights: np.ndarray) -> tuple[float, float]:
     weights spread; tests/simulations/test_stats.py holds it against ``scipy.stats.chi2``), so a tail probability
     of 1e-8 gives a normal deviate within about 0.03.  At the mean (|r| < 1e-4) the limit
     1/2 -+ k3 / (6 sqrt(2 pi) k2^(3/2)) is used (k_j the cumulants)."""
+    from scipy.optimize import brentq  # here, not at the top: ``accum families`` loads this module and starts in < 1 s
+
     w = np.asarray(weights, dtype=float).ravel()
     if w.size == 0 or np.any(w < 0) or not np.any(w > 0):
         raise ValueError("weights must be >= 0 with at least one positive")
