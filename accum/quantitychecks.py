@@ -93,14 +93,13 @@ def check_product_norm(family: Family, rng: np.random.Generator, *, steps: int, 
     e = est.mean_product_sq(family, steps, samples, rng)
     p = prediction("mean-product-sq", family, rng=rng, samples=theory_samples, steps=steps)
     what = f"||E[A_n..A_1]||_F^2 / d, n=1..{steps} (unbiased U-statistic)"
-    value, spread = np.asarray(p.value)[1:], np.asarray(p.stderr)[1:]
-    weights = None if deterministic(family) or np.any(value != 0) or np.any(spread != 0) else \
-        zero_mean_product_weights(family, steps)
+    value, spread, exact = np.asarray(p.value)[1:], np.asarray(p.stderr)[1:], deterministic(family)
+    weights = None if exact or np.any(value != 0) or np.any(spread != 0) else zero_mean_product_weights(family, steps)
     if weights is not None:
         return [measurement("C1", family, f"{what}: E[P_n] = 0, normal deviates of its weighted chi-square law",
                             "statistical", zero_mean_deviates(e.mean[1:], e.n, family.dim, weights), 1.0, 0.0, e.n,
                             source=f"{p.source}; null law of the degenerate U-statistic from E[A (x) A]")]
-    ref = {} if deterministic(family) else reference_for(p, JACKKNIFE_GROUPS - 1)
+    ref = {} if exact else reference_for(p, JACKKNIFE_GROUPS - 1)
     return [measurement("C1", family, what, _kind(family)[0], e.mean[1:], e.stderr[1:], value, e.n,
                         pred_stderr=spread, source=p.source, floor=1e-9, **ref)]
 

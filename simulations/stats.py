@@ -61,7 +61,6 @@ def first_crossing(curve: np.ndarray, eps: float) -> float:
     return n - 1 + (lo - math.log(eps)) / (lo - hi)
 
 
-
 def weighted_chisq_tails(x: float, weights: np.ndarray) -> tuple[float, float]:
     """(P(Q <= x), P(Q > x)) for Q = sum_k w_k Z_k^2, Z_k i.i.d. standard normal, w_k >= 0 (zeros dropped), by the
     Lugannani-Rice saddlepoint formula (Lugannani & Rice 1980; Butler, "Saddlepoint Approximations with
