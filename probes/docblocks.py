@@ -14,10 +14,11 @@ import re
 import sys
 from pathlib import Path
 
+#: the checkout this module sits in (probes/ under the repository root)
 ROOT = Path(__file__).resolve().parent.parent
-#: (file, marker name, the ``accum probe`` arguments whose output the block holds)
-BLOCKS = ((ROOT / "probes" / "REPORT.md", "probe-results", ["report"]),
-          (ROOT / "docs" / "probes.md", "probe-summary", ["report", "--summary"]))
+#: (file relative to the repository root, marker name, the ``accum probe`` arguments whose output the block holds)
+BLOCKS = ((Path("probes", "REPORT.md"), "probe-results", ["report"]),
+          (Path("docs", "probes.md"), "probe-summary", ["report", "--summary"]))
 
 
 def command_output(argv: list[str]) -> str:
@@ -45,10 +46,11 @@ def quoted(path: Path, name: str) -> str:
     return match.group(1)
 
 
-def refresh() -> list[Path]:
-    """Rewrite every block from its command's output; returns the files that changed."""
+def refresh(root: Path = ROOT) -> list[Path]:
+    """Rewrite every block under the repository ``root`` from its command's output; returns the files that changed."""
     changed = []
-    for path, name, argv in BLOCKS:
+    for relative, name, argv in BLOCKS:
+        path = root / relative
         text = path.read_text()
         new = block_pattern(name).sub(lambda m: f"<!-- {name}:start -->\n{command_output(argv)}<!-- {name}:end -->",
                                       text)
