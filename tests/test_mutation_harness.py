@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mutation import changed_lines, differing_modules, restore_tree, selected_tests
+from mutation import ROOT, TREE_DATA, changed_lines, differing_modules, link_tree_data, restore_tree, selected_tests
 
 
 def test_changed_lines_are_the_original_lines_replaced_deleted_or_inserted_at():
@@ -46,3 +46,13 @@ def test_a_resumed_session_starts_from_the_unmutated_tree(tmp_path):
     (tmp_path / "tree" / "pkg" / "stray.py").write_text("")
     restore_tree(tmp_path)
     assert differing_modules(tmp_path / "tree", tmp_path / "pristine") == []
+
+
+def test_the_tree_finds_the_committed_data_where_the_installed_package_looks(tmp_path):
+    """accum probe report reads its default sweeps beside probes/cliargs.py: in the installed layout that is
+    accum/probes/results, linked to the checkout's probes/results (twice: a resumed session links again)."""
+    link_tree_data(tmp_path)
+    link_tree_data(tmp_path)
+    for in_tree, in_checkout in TREE_DATA.items():
+        assert (tmp_path / in_tree).resolve() == (ROOT / in_checkout).resolve()
+    assert (tmp_path / "accum" / "probes" / "results" / "cpu" / "sweep.json").is_file()
