@@ -40,7 +40,8 @@ EXCLUDED = ["core/ReplaceBinaryOperator_.*_(RShift|LShift|BitOr|BitAnd|BitXor|Fl
 #: copied, into the work folder
 COMMITTED_DATA = ("probes", "docs", "measurements", "README.md")
 #: committed data the package itself reads beside its own files (``accum probe report``'s default sweeps, found from
-#: probes/cliargs.py): linked into the tree where the installed layout puts them, the tree's path -> the checkout's
+#: probes/cliargs.py): copied into the tree where the installed layout puts them (copied, not linked: the report
+#: names a sweep by its resolved path relative to the package), the tree's path -> the checkout's
 TREE_DATA = {Path("accum", "probes", "results"): Path("probes", "results")}
 
 
@@ -182,13 +183,12 @@ def copy_tests(name: str, work: Path, bin_dir: Path) -> float | None:
     return time.monotonic() - start
 
 
-def link_tree_data(tree: Path) -> None:
-    """Link ``TREE_DATA`` into ``tree`` (an installed layout), so the package finds its committed data there as it
-    does in the checkout.  Only the working tree gets the links: the pristine copy stays modules only."""
+def copy_tree_data(tree: Path) -> None:
+    """Copy ``TREE_DATA`` into ``tree`` (an installed layout), so the package finds its committed data there as it
+    does in the checkout.  Only the working tree gets them: the pristine copy stays modules only."""
     for in_tree, in_checkout in TREE_DATA.items():
-        (tree / in_tree).parent.mkdir(parents=True, exist_ok=True)
-        (tree / in_tree).unlink(missing_ok=True)
-        (tree / in_tree).symlink_to(ROOT / in_checkout)
+        shutil.rmtree(tree / in_tree, ignore_errors=True)
+        shutil.copytree(ROOT / in_checkout, tree / in_tree)
 
 
 def checkout_tree(dst: Path) -> Path:
@@ -238,7 +238,7 @@ def start_session(name: str, work: Path, bin_dir: Path, sample: int, seed: int) 
         shutil.rmtree(work / folder, ignore_errors=True)
     checkout_tree(work / "tree")
     shutil.copytree(work / "tree", work / "pristine")
-    link_tree_data(work / "tree")
+    copy_tree_data(work / "tree")
     baseline = copy_tests(name, work, bin_dir)
     if baseline is None:
         return False
@@ -280,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if resumed:
         restore_tree(work)
-        link_tree_data(work / "tree")
+        copy_tree_data(work / "tree")
         if args.refresh and not refresh_session(args.group, work, bin_dir):
             return 1
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

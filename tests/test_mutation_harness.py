@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mutation import ROOT, TREE_DATA, changed_lines, differing_modules, link_tree_data, restore_tree, selected_tests
+from mutation import ROOT, TREE_DATA, changed_lines, differing_modules, copy_tree_data, restore_tree, selected_tests
 
 
 def test_changed_lines_are_the_original_lines_replaced_deleted_or_inserted_at():
@@ -50,9 +50,11 @@ def test_a_resumed_session_starts_from_the_unmutated_tree(tmp_path):
 
 def test_the_tree_finds_the_committed_data_where_the_installed_package_looks(tmp_path):
     """accum probe report reads its default sweeps beside probes/cliargs.py: in the installed layout that is
-    accum/probes/results, linked to the checkout's probes/results (twice: a resumed session links again)."""
-    link_tree_data(tmp_path)
-    link_tree_data(tmp_path)
+    accum/probes/results, a copy of the checkout's probes/results (twice: a resumed session copies again)."""
+    copy_tree_data(tmp_path)
+    copy_tree_data(tmp_path)
     for in_tree, in_checkout in TREE_DATA.items():
-        assert (tmp_path / in_tree).resolve() == (ROOT / in_checkout).resolve()
+        assert not (tmp_path / in_tree).is_symlink()
+        assert sorted(p.relative_to(tmp_path / in_tree) for p in (tmp_path / in_tree).rglob("*")) == sorted(
+            p.relative_to(ROOT / in_checkout) for p in (ROOT / in_checkout).rglob("*"))
     assert (tmp_path / "accum" / "probes" / "results" / "cpu" / "sweep.json").is_file()
