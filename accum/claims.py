@@ -33,6 +33,7 @@ from accum.theory import Prediction, controls, prediction
 from accum.theory.forms import has_closed_forms
 from accum.theory.predict import NoClosedForm
 
+from . import degenerate
 from .verdict import Measurement
 
 #: jackknife groups used by the nonlinear estimators (``mc.group_sizes``): G - 1 degrees of freedom
@@ -297,10 +298,22 @@ def check_window(family: Family, rng: np.random.Generator, *, contexts: Sequence
     Growth: one set of length-T_max paths gives both W(T_max) (all offsets) and W(T_min) (the first T_min
     offsets of the same paths), so their difference is the tail sum_{T_min <= Delta < T_max} c(Delta)^2 / (q.k)^2
     with the common part cancelled (jackknife over groups); theory: W(T_max) - W(T_min).  RoPE is deterministic:
-    its rows are exact (the contrast: its window grows with T as its theory says).
+    its rows are exact (the contrast: its window grows with T as its theory says).  Where E[A] = 0 (Haar) every
+    c(Delta >= 1) is 0, each c^2's U-statistic is degenerate and the jackknife's error fails (it scales with the
+    realized c: W(4) at z -6.4 against t15's 6.3 in one of 300 calibration reports): both rows are then judged by
+    their weighted chi-square laws (``degenerate.window_deviates``).
     """
     t_min, t_max = contexts[0], contexts[-1]
     q, k = probe_pair(family.dim, rng)
+    weights = None if deterministic(family) else degenerate.score_weights(family, range(1, t_max), q, k)
+    if weights is not None:  # E[A] = 0: each row as normal deviates of its statistic's weighted chi-square law
+        law, source = "E[A] = 0, normal deviates of its weighted chi-square law", "closed form E[A (x) A]"
+        counts = [window_samples(samples, t, t_max) for t in contexts] + [samples]
+        z, paths, slopes = degenerate.window_deviates(family, rng, contexts, counts, q, k, weights)
+        return [measurement("C2", family, f"window W(T), T={list(contexts)}, q != k: {law}", "statistical", z[:-1],
+                            1.0, 0.0, paths[0], source=source, effect_scale=max(slopes[:-1])),
+                measurement("C2", family, f"growth W({t_max}) - W({t_min}), paired, q != k: {law}", "statistical",
+                            z[-1], 1.0, 0.0, paths[-1], source=source, effect_scale=slopes[-1])]
     ests = [est.window(family, t, window_samples(samples, t, t_max), rng, q=q, k=k) for t in contexts]
     preds = [prediction("window", family, rng=rng, samples=theory_samples, context=t, q=q, k=k) for t in contexts]
     w, se = np.array([e.mean for e in ests]), np.array([e.stderr for e in ests])
@@ -311,9 +324,9 @@ def check_window(family: Family, rng: np.random.Generator, *, contexts: Sequence
                                      [sums, squares], sizes)
     grown, grown_se = pw[-1] - pw[0], math.hypot(pse[0], pse[-1])
     exact = deterministic(family)
+    contrast = " (contrast: grows)" if family_name(family) == "rope" else ""
     kind = "exact" if exact else "statistical"
     ref = {} if exact else reference_for(preds[0], JACKKNIFE_GROUPS - 1)
-    contrast = " (contrast: grows)" if family_name(family) == "rope" else ""
     return [measurement("C2", family, f"window W(T), T={list(contexts)}, q != k", kind, w, se, pw, ests[0].n,
                         pred_stderr=pse, source=preds[0].source, floor=1e-9, **ref),
             measurement("C2", family, f"growth W({t_max}) - W({t_min}), paired, q != k{contrast}", kind, float(growth),

@@ -8,7 +8,7 @@ the theory; registered in ``claims.CHECKS`` like every check.
   rates (nonzero mean angles) ||E P_n||^2 = (2/d) sum_b |psi_b(n)|^2 differs from the real parts' sum, so a form that
   keeps Re psi where |psi| belongs fails.  No probes: the quantity is a matrix norm.  Where the closed forms give
   E[P_n] = 0 (Haar, the m = 2 lattice) the U-statistic is degenerate and is judged by its weighted chi-square law
-  (``zero_mean_deviates``), not the jackknife.
+  (``degenerate``), not the jackknife.
 * ``onset``: ``estimators.onset`` (jackknife, t15) against ``prediction("onset")`` at two probe pairs: the default
   q = k = 1/sqrt(d) that ``accum measure onset`` uses (where the theory takes its shortcuts, e.g. log(eps)/log(rho)
   for one real rate) and the non-unit, non-parallel pair of ``claims.probe_pair``.  With a complex rate the curve
@@ -27,14 +27,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import ndtri
 
 from accum.simulations import estimators as est
 from accum.simulations.families import Family
-from accum.simulations.stats import weighted_chisq_tails
-from accum.theory import NoClosedForm, prediction
-from accum.theory.forms import closed_forms
+from accum.theory import prediction
 
+from . import degenerate
 from .claims import (JACKKNIFE_GROUPS, deterministic, measurement, ops, probe_pair, reference_for, register,
                      streams_by_angles, theory_route)
 from .verdict import Measurement
@@ -49,55 +47,23 @@ def _product_routes(family: Family, **_) -> set[str]:
     return (set() if streams_by_angles(family) else ops(family, "transport")) | theory_route(family)
 
 
-def zero_mean_product_weights(family: Family, steps: int) -> np.ndarray | None:
-    """The eigenvalues (steps, d^2) of Cov(vec P_n), n = 1..steps, for i.i.d. steps whose closed forms give
-    E[P_n] = 0: then Cov(vec P_n) is E[P_n (x) P_n] = S^n (S = ``pair_operator``, E[A (x) A] in ``kron`` layout:
-    (AB) (x) (AB) = (A (x) A)(B (x) B)) read as E[P_ij P_kl] at row (i, j), column (k, l).  None where there is no
-    closed-form S (the row keeps the jackknife)."""
-    try:
-        pair = closed_forms(family).pair_operator()
-    except NoClosedForm:
-        return None
-    d, power, out = family.dim, np.eye(family.dim**2), []
-    for _ in range(steps):
-        power = pair @ power
-        cov = power.reshape(d, d, d, d).transpose(0, 2, 1, 3).reshape(d * d, d * d)
-        out.append(np.clip(np.linalg.eigvalsh(0.5 * (cov + cov.T)), 0.0, None))
-    return np.array(out)
-
-
-def zero_mean_deviates(u_stat: np.ndarray, samples: int, dim: int, weights: np.ndarray) -> np.ndarray:
-    """Normal deviates Phi^{-1}(P(Q <= q)) of the U-statistic U = ||E P_n||_F^2 / d estimate where E[P_n] = 0.
-
-    The kernel <P_i, P_j> is then degenerate: U's first-order (Hajek) term vanishes, and with M samples
-    d (M - 1) U = (||sum P_i||_F^2 - sum ||P_i||_F^2) / M  tends to  Q - sum_k w_k,  Q = sum_k w_k Z_k^2,
-    w = ``weights`` the eigenvalues of Cov(vec P_n) (Serfling, "Approximation Theorems of Mathematical Statistics",
-    1980, sec. 5.5.2): a weighted chi-square, skewed, bounded below, where neither U's normal limit nor the
-    jackknife's error holds (the lattice law with m = 2, eight equal weights, put U at z = -8 against t15 once in 300
-    reports).  Each point's probability under that law (``stats.weighted_chisq_tails``) is mapped to a standard
-    normal deviate, judged against N(0, 1) like any z."""
-    out = []
-    for u, w in zip(np.asarray(u_stat, float), weights):
-        lower, upper = weighted_chisq_tails(dim * (samples - 1) * u + float(np.sum(w)), w)
-        out.append(float(ndtri(lower)) if lower < 0.5 else -float(ndtri(upper)))
-    return np.array(out)
-
-
 @register("product-norm", "C1", _kind, _product_routes)
 def check_product_norm(family: Family, rng: np.random.Generator, *, steps: int, samples: int,
                        theory_samples: int) -> list[Measurement]:
     """||E[A_n ... A_1]||_F^2 / d at n = 1..steps by ``estimators.mean_product_sq`` against the theory (module
     docstring); exact for a deterministic family (every P_n is the same rotation: 1).  Where the closed forms give
     E[P_n] = 0 at every n (Haar, the m = 2 lattice) the U-statistic's kernel is degenerate and it is judged by its
-    weighted chi-square law instead of the jackknife (``zero_mean_deviates``)."""
+    weighted chi-square law instead of the jackknife (``degenerate``: X = vec P_n, (M - 1) U = d (M - 1) times the
+    estimate, Q - sum w its limit)."""
     e = est.mean_product_sq(family, steps, samples, rng)
     p = prediction("mean-product-sq", family, rng=rng, samples=theory_samples, steps=steps)
     what = f"||E[A_n..A_1]||_F^2 / d, n=1..{steps} (unbiased U-statistic)"
     value, spread, exact = np.asarray(p.value)[1:], np.asarray(p.stderr)[1:], deterministic(family)
-    weights = None if exact or np.any(value != 0) or np.any(spread != 0) else zero_mean_product_weights(family, steps)
+    weights = None if exact else degenerate.product_weights(family, steps)
     if weights is not None:
+        limit = family.dim * (e.n - 1) * e.mean[1:] + weights.sum(axis=1)  # (M - 1) U + sum w -> Q
         return [measurement("C1", family, f"{what}: E[P_n] = 0, normal deviates of its weighted chi-square law",
-                            "statistical", zero_mean_deviates(e.mean[1:], e.n, family.dim, weights), 1.0, 0.0, e.n,
+                            "statistical", degenerate.deviates(limit, weights), 1.0, 0.0, e.n,
                             source=f"{p.source}; null law of the degenerate U-statistic from E[A (x) A]")]
     ref = {} if exact else reference_for(p, JACKKNIFE_GROUPS - 1)
     return [measurement("C1", family, what, _kind(family)[0], e.mean[1:], e.stderr[1:], value, e.n,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from accum.quantitychecks import (NEAR_ZERO_SHARE, ROUNDOFF, check_drift, check_product_norm, drift_bound, halfway_eps,
-                                 orthogonal_steps, zero_mean_product_weights)
+                                 orthogonal_steps)
 from accum.simulations import estimators as est
 from accum.simulations.families import make_family
 from accum.simulations.stats import first_crossing
@@ -88,16 +88,6 @@ def test_halfway_eps_steps_back_from_a_crossing_next_to_a_zero_of_the_curve():
     assert 2.0 < first_crossing(rebound, halfway_eps(rebound, 0.2)) < 3.0
     with pytest.raises(ValueError, match="does not cross"):
         halfway_eps(np.array([1.0, 1.2, 1.1]), 0.2)
-
-
-def test_the_zero_mean_law_of_haar_and_the_lattice_by_hand():
-    """Haar: E[A_ij A_kl] = delta_ik delta_jl / d, so Cov(vec P_n) = I / d (d^2 weights 1/d at every n).  The m = 2
-    lattice: each plane's block is s_b R(n offset) with an independent sign s_b, so vec P_n = sum_b s_b vec(R_b) and
-    Cov(vec P_n) has one weight ||R_b||_F^2 = 2 per plane, the rest 0."""
-    haar = zero_mean_product_weights(make_family("haar", dim=4), 3)
-    assert haar.shape == (3, 16) and np.allclose(haar, 0.25)
-    lattice = zero_mean_product_weights(make_family("so2-accumulated", dim=6, law="lattice", m=2, offset=0.4), 2)
-    assert np.allclose(np.sort(lattice, axis=1), [[0.0] * 33 + [2.0] * 3] * 2)
 
 
 def test_a_zero_mean_product_norm_is_judged_by_its_chi_square_law_and_holds_its_null():
