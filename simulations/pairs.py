@@ -120,8 +120,9 @@ class AnglePair:
         plus = np.einsum("mb,bc,mc->m", z, np.conj(ru) * rv, z, optimize=True)
         return 2.0 * (minus + plus).real
 
-    def coherent_direction(self, rng: np.random.Generator, starts: int = 24, iters: int = 300) -> float:
-        """kappa = max_{|q|=1} ||Pi_F vec(q q^T)||^2 for block SO(2) steps, in the plane basis (any d, no d^4 matrix).
+    def coherent_direction(self, rng: np.random.Generator) -> float:
+        """kappa = max_{|q|=1} ||Pi_F vec(q q^T)||^2 for block SO(2) steps, in the plane basis (any d, no d^4 matrix;
+        rng unused).
 
         In the plane basis S is diagonal (this operator): the p-part of block (b, c) is multiplied by G-_bc, the r-part
         by G+_bc, so the fixed space F is coordinate-aligned: p_bc is fixed iff G-_bc = 1 (theta_b = theta_c mod 2 pi in
@@ -130,20 +131,13 @@ class AnglePair:
 
             ||Pi_F vec(q q^T)||^2 = x^T G x / 2,   x_b = |w_b|^2 (a point of the simplex),  G = 1[G- = 1] + 1[G+ = 1].
 
-        G_bb >= 1 (G-_bb = 1 always): one plane gives 1/2; a plane with G+_bb = 1 (angles in {0, pi}) gives 1.  The
-        maximum over the simplex is taken by replicator steps x <- x * (G x) / x^T G x (ascent for a nonnegative
-        symmetric G, Baum & Eagon 1967) from the uniform point and ``starts`` random points, and compared with the
-        vertices (fixed points of those steps), so it is a lower bound, as for ``theory.fixedspace.coherent_direction``.
+        No entry of G exceeds the largest diagonal one: G-_bb = 1 always, and G_bc = 2 needs theta_b = theta_c =
+        -theta_c, so theta_c in {0, pi} and G+_cc = 1, G_cc = 2.  So x^T G x <= max_b G_bb (sum x)^2, with equality at
+        that plane's vertex: kappa = max_b G_bb / 2, 1/2 (every plane turns) or 1 (a plane whose angles are all in
+        {0, pi}).
         """
         g = ((np.abs(self.minus - 1.0) <= FIXED_TOL).astype(float) + (np.abs(self.plus - 1.0) <= FIXED_TOL))
-        g = (g + g.T) / 2  # symmetric up to rounding already: G-_cb = conj(G-_bc), G+ symmetric
-        h = g.shape[0]
-        x = np.concatenate([np.full((1, h), 1.0 / h), rng.dirichlet(np.ones(h), size=starts)])
-        for _ in range(iters):
-            gx = x @ g
-            value = np.einsum("sb,sb->s", x, gx)
-            x = x * gx / value[:, None]
-        return float(max(np.max(np.diag(g)), np.max(np.einsum("sb,bc,sc->s", x, g, x)))) / 2.0
+        return float(np.max(np.diag(g).real)) / 2.0
 
 
 def householder_samples(chunks: list) -> tuple[np.ndarray, np.ndarray]:

@@ -90,3 +90,32 @@ def test_bad_shapes_are_named():
         steps.scores(np.zeros((3, 5)), np.zeros((3, 4)))
     with pytest.raises(ValueError, match="x must have shape"):
         steps.transport(np.zeros(3))
+
+
+def test_angle_steps_shapes_and_drift_per_step():
+    """theta (batch, n_steps, d/2): the arrays an AngleSteps of dim d holds, an odd d refused, and the orthogonality
+    drift one number per (sequence, step) -- summed over the planes, not the steps (3 steps, 4 planes here)."""
+    steps = AngleSteps(np.random.default_rng(0).normal(size=(2, 3, 4)))
+    assert steps.array_shapes((2, 3), 8) == {"theta": (2, 3, 4)}
+    with pytest.raises(ValueError, match="even"):
+        steps.array_shapes((2, 3), 7)
+    drift = steps.orthogonality_drift()
+    assert drift.shape == (2, 3) and np.all(drift < 1e-14)
+
+
+def test_angle_bilinear_with_one_query_and_a_key_per_sequence():
+    """q shared (d,), k one per sequence (batch, d): each row is that sequence's own q^T P_t k (not the first k's)."""
+    rng = np.random.default_rng(1)
+    steps = make_family("so2-accumulated", dim=6, mu=0.4).sample(rng, 5, 3)
+    q, k = rng.normal(size=6), rng.normal(size=(3, 6))
+    rows = steps.bilinear(q, k)
+    for b in range(3):
+        one = AngleSteps(steps.theta[b:b + 1])
+        assert np.allclose(rows[b], one.bilinear(q, k[b])[0], atol=1e-12)
+
+
+def test_householder_sample_report_in_one_dimension():
+    """d = 1: A = 1 - beta (w = +-1), so its one singular value is |1 - beta| = 0.5 at beta = 0.5 (no unit singular
+    value to take the max with, as d > 1 has), and |A^T A - 1| = |beta (beta - 2)| = 0.75."""
+    steps = make_family("householder", dim=1, beta=0.5).sample(np.random.default_rng(0), 3, 2)
+    assert steps.sample_report(1) == pytest.approx((0.75, 0.5), abs=1e-15)

@@ -551,3 +551,53 @@ def test_dependent_steps_are_one_chain_whatever_the_far_sizes_and_chunks(estimat
     whole = last([100], 4096)
     np.testing.assert_allclose(last([10, 100], 7), whole, rtol=1e-12)
     np.testing.assert_allclose(last([10, 100], 4096), whole, rtol=1e-12)
+
+
+def test_score_gap_histogram_and_tail_count_the_far_scores():
+    """RoPE's far score is one number: s = e_1^T R(omega_0) e_1 = cos(1) = 0.54 at offset 1 (omega_0 = 1), so every
+    sample falls in its bin of [-1, 1] and in the tail |s| >= 1/2."""
+    e1 = np.eye(4)[0]
+    g = est.score_gap(make_family("rope", dim=4), 1, 50, np.random.default_rng(0), bins=20, q=e1, k=e1)
+    assert g.hist_edges[0] == -1.0 and g.hist_edges[-1] == 1.0
+    assert g.hist_counts.sum() == 50 and g.hist_counts[int((math.cos(1.0) + 1.0) / 0.1)] == 50
+    assert g.tail_half == 1.0
+
+
+def test_the_window_needs_four_paths():
+    """Its jackknife runs over groups of at least one path each, four at least: three paths are refused."""
+    with pytest.raises(ParamError):
+        est.window(make_family("haar", dim=4), 4, 3, np.random.default_rng(0))
+    assert math.isfinite(est.window(make_family("haar", dim=4), 4, 4, np.random.default_rng(0)).mean)
+
+
+def test_the_jackknife_of_a_mean_is_the_standard_error_of_the_group_means():
+    """For stat = total / n over G equal groups, the delete-one-group jackknife's error is exactly
+    sqrt(sum_g (m_g - m)^2 / (G (G - 1))), m_g the group means (Efron & Tibshirani, "An Introduction to the
+    Bootstrap", 1993, sec. 11.2): a factor (G + 1) / G or (G - 2) / G in place of (G - 1) / G moves it by 3% or more."""
+    rng = np.random.default_rng(2)
+    groups = rng.normal(size=(16, 5)) + np.arange(5)  # 16 groups of 5 values, sums per group
+    sums, sizes = groups.sum(axis=1), np.full(16, 5)
+    value, se = mc.jackknife(lambda total, n: total / n, [sums], sizes)
+    means = groups.mean(axis=1)
+    assert value == pytest.approx(groups.mean(), rel=1e-14)
+    assert se == pytest.approx(np.sqrt(np.sum((means - means.mean()) ** 2) / (16 * 15)), rel=1e-12)
+
+
+def test_memory_per_sample_is_the_documented_count():
+    """The floats one sample holds, as the docstrings count them: 3 n d/2 for an SO(2) product (angles, sums,
+    sines), d^2 per dense step, and a streamed chunk's min(chunk, far) steps of max(4 d, the step's storage)."""
+    assert AngleSteps.product_floats(16, 10) == 240
+    assert mc.stream_floats(AngleSteps, 16, 100, 1000) == 100 * 64
+    assert mc.stream_floats(DenseSteps, 16, 100, 50) == 50 * 256
+
+
+def test_the_alibi_slope_is_refused_outside_zero_to_a_million():
+    """A negative slope would reward distance: refused, naming the parameter; 0 and 1e6 are its ends."""
+    from accum.simulations.farset import near_weight
+
+    fam = make_family("haar", dim=4)
+    for slope in (-0.5, 1e6 + 1.0):
+        with pytest.raises(ParamError, match="alibi_slope"):
+            near_weight(fam, [4], 1.0, 8, np.random.default_rng(0), alibi_slope=slope)
+    for slope in (0.0, 1e6):
+        assert np.all(np.isfinite(near_weight(fam, [4], 1.0, 8, np.random.default_rng(0), alibi_slope=slope).mean))

@@ -466,3 +466,34 @@ def test_a_family_summary_is_the_first_line_of_its_docstring():
         A longer body, with its own last line."""
 
     assert Described.summary() == "One line that says what it is."
+
+
+def test_rope_torch_sampler_gives_the_numpy_angles():
+    """RoPE's device sampler draws nothing: theta_tb = omega_b, (batch, n_steps, d/2), as the numpy sampler."""
+    import torch
+
+    fam = make_family("rope", dim=8)
+    angles = fam.torch_angle_sampler(torch.device("cpu"), torch.Generator())(3, 2).numpy()
+    assert angles.shape == (2, 3, 4)
+    assert np.array_equal(angles, fam.sample(np.random.default_rng(0), 3, 2).theta)
+
+
+def test_parameter_ranges_hold_at_their_ends():
+    """The documented ends: the lattice offset up to 1e6, a table seed up to 2^63 - 1, the Householder token table's
+    seed 0 by default."""
+    make_family("so2-accumulated", law="lattice", offset=1e6)
+    with pytest.raises(ParamError, match="offset"):
+        make_family("so2-accumulated", law="lattice", offset=1e6 + 0.5)
+    make_family("so2-accumulated", law="token", table_seed=2**63 - 1)
+    with pytest.raises(ParamError, match="table_seed"):
+        make_family("so2-accumulated", law="token", table_seed=2**63)
+    assert make_family("householder", w="token").table_seed == 0
+
+
+def test_a_user_parameter_beyond_the_float_range_is_refused_not_raised():
+    """An int too large for a float (10^400) is not finite: one ParamError naming it, not an OverflowError."""
+    from accum.simulations.families import _number
+
+    with pytest.raises(ParamError, match="not finite"):
+        _number("scale", 10**400)
+    assert _number("scale", 3) == 3 and _number("scale", 2.5) == 2.5

@@ -53,3 +53,20 @@ def test_the_tails_at_the_mean_and_below_zero():
 def test_weights_must_be_nonnegative_with_one_positive(bad):
     with pytest.raises(ValueError, match="weights"):
         weighted_chisq_tails(1.0, np.array(bad))
+
+
+def test_z_threshold_is_the_normal_quantile_of_the_budget_over_the_points():
+    """k with P(|Z| > k) = budget / n: 1.959964 at 5% for one point (the normal table), 2.241403 for two."""
+    from accum.simulations.stats import z_threshold
+
+    assert z_threshold(0.05) == pytest.approx(1.959963984540054, abs=1e-12)
+    assert z_threshold(0.05, 2) == pytest.approx(2.241402727604947, abs=1e-12)
+
+
+def test_a_one_point_curve_has_no_crossing():
+    """c(0) alone never falls to eps: inf (only an empty curve or c(0) = 0 is refused)."""
+    from accum.simulations.stats import first_crossing
+
+    assert first_crossing(np.array([2.0]), 0.5) == np.inf
+    with pytest.raises(ValueError):
+        first_crossing(np.array([]), 0.5)
