@@ -275,6 +275,11 @@ def main(argv: list[str] | None = None) -> int:
         return record_contexts(group, work)
     bin_dir = ROOT / ".venv" / "bin"
     db = work / "session.sqlite"
+    running = running_exec(work)
+    if running is not None:
+        print(f"{args.group}: cosmic-ray exec (pid {running}) still judges this session's mutants in {work}: stop it "
+              "first (killing this script leaves it running)", file=sys.stderr)
+        return 1
     resumed = db.exists()
     if not resumed and not start_session(args.group, work, bin_dir, args.sample, args.seed):
         return 1
@@ -284,10 +289,29 @@ def main(argv: list[str] | None = None) -> int:
         if args.refresh and not refresh_session(args.group, work, bin_dir):
             return 1
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    subprocess.run([str(bin_dir / "cosmic-ray"), "exec", "cosmic-ray.toml", "session.sqlite"], cwd=work, check=True,
-                   env=env)
+    execution = subprocess.Popen([str(bin_dir / "cosmic-ray"), "exec", "cosmic-ray.toml", "session.sqlite"], cwd=work,
+                                 env=env)
+    (work / EXEC_PID).write_text(str(execution.pid))
+    if execution.wait() != 0:
+        raise subprocess.CalledProcessError(execution.returncode, execution.args)
+    (work / EXEC_PID).unlink()
     print(summary(db))
     return 0
+
+
+#: the pid of the session's cosmic-ray exec while it runs (it outlives a killed harness: a second exec on the same
+#: tree would apply its mutants on top of the first's)
+EXEC_PID = "exec.pid"
+
+
+def running_exec(work: Path) -> int | None:
+    """The pid in ``work``'s EXEC_PID file when that process is alive, else None."""
+    try:
+        pid = int((work / EXEC_PID).read_text())
+        os.kill(pid, 0)
+    except (FileNotFoundError, ValueError, ProcessLookupError):
+        return None
+    return pid
 
 
 def summary(db_path: Path) -> str:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from mutation import ROOT, TREE_DATA, changed_lines, differing_modules, copy_tree_data, restore_tree, selected_tests
+import os
+
+from mutation import (EXEC_PID, ROOT, TREE_DATA, changed_lines, copy_tree_data, differing_modules, main, restore_tree,
+                      running_exec, selected_tests)
 
 
 def test_changed_lines_are_the_original_lines_replaced_deleted_or_inserted_at():
@@ -58,3 +61,15 @@ def test_the_tree_finds_the_committed_data_where_the_installed_package_looks(tmp
         assert sorted(p.relative_to(tmp_path / in_tree) for p in (tmp_path / in_tree).rglob("*")) == sorted(
             p.relative_to(ROOT / in_checkout) for p in (ROOT / in_checkout).rglob("*"))
     assert (tmp_path / "accum" / "probes" / "results" / "cpu" / "sweep.json").is_file()
+
+
+def test_a_session_whose_exec_still_runs_is_not_started_again(tmp_path, capsys):
+    """Killing the harness leaves cosmic-ray exec running: a second run on the same work folder would judge mutants on
+    top of the first's, so it is refused while the recorded pid is alive (this test's own pid here)."""
+    assert running_exec(tmp_path) is None
+    (tmp_path / EXEC_PID).write_text(str(os.getpid()))
+    assert running_exec(tmp_path) == os.getpid()
+    assert main(["theory", "--work", str(tmp_path)]) == 1
+    assert "still judges" in capsys.readouterr().err
+    (tmp_path / EXEC_PID).write_text("999999999")  # no such process
+    assert running_exec(tmp_path) is None
