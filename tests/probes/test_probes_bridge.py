@@ -467,3 +467,28 @@ def test_a_baseline_is_beaten_only_when_the_whole_interval_is_above_zero():
     straddles = theory_stats.beats(law, [0.5, -0.2, 0.3, 0.0], 0.95)
     assert straddles["mean"] > 0 and straddles["ci"][0] < 0 < straddles["ci"][1] and straddles["beats"] is False
     assert theory_stats.beats(law, [0.5, None, None, None], 0.95)["beats"] is None
+
+
+def test_degradation_order_p_values_are_one_on_the_far_side():
+    """(1 + #{perm >= rho}) / (1 + P): every permutation's rho is >= -1, so a reversed order has p_up = 1 exactly, and
+    an exact order p_down = 1 (the +1 counts the observed order among the permutations)."""
+    reversed_row = theory_stats.order_row(synthetic_theories(theory_stats.MIN_ORDER_ARMS, 3, -1.0), 0.95)
+    exact_row = theory_stats.order_row(synthetic_theories(theory_stats.MIN_ORDER_ARMS, 3, 1.0), 0.95)
+    assert reversed_row["rho"] == pytest.approx(-1.0) and reversed_row["p"] == 1.0
+    assert exact_row["rho"] == pytest.approx(1.0) and exact_row["p_down"] == 1.0
+
+
+def test_an_unresolved_order_without_arms_names_them():
+    """A NOT RESOLVED degradation order over a subset names the arms left out, with its note."""
+    row = theory_stats.order_row(synthetic_theories(theory_stats.MIN_ORDER_ARMS, 1, 1.0), 0.95, without=("arm0",))
+    lines = theory_stats.unresolved({"far": [], "orders": [row]})
+    assert lines == [f"degradation order (without arm0) ({row['note']})"]
+
+
+def test_window_rho_counts_runs_whose_predicted_windows_span_one_token():
+    """The Spearman rho of a run enters when its predicted windows span at least 1.0 (the boundary included)."""
+    layer = {"window_pred": [1.0, 2.0], "window_measured": [1.5, 2.5]}
+    runs = {"0": {"window_pred_range": 1.0, "spearman_window": 0.5, "layers": [layer]},
+            "1": {"window_pred_range": 0.5, "spearman_window": 0.9, "layers": [layer]}}
+    (row,) = theory_stats.window_rows({"arm": runs})
+    assert row["values"] == [0.5] and row["window_pred"] == [1.0, 2.0]

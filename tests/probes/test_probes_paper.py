@@ -160,3 +160,11 @@ def test_sweep_config_paper_looks_and_multipliers():
         SweepConfig(**base, paper_looks=(6, 4))
     with pytest.raises(Exception, match="multipliers"):
         SweepConfig(**{**base, "eval": EvalConfig(multipliers=(2, 4), n_tokens=2 * 4 * 128)})
+
+
+def test_text_blocks_average_the_segments_of_each_block():
+    """M = 48 segments in 16 blocks of 3 consecutive segments: block j's NLL is the mean of segments 3j..3j+2."""
+    segments = [float(k * k) for k in range(48)]
+    got = paper.text_blocks(segments, [0.0] * 48, windows=1)
+    assert got["nll"] == pytest.approx([sum(segments[3 * j:3 * j + 3]) / 3 for j in range(16)])
+    assert got["ref"] == [0.0] * 16

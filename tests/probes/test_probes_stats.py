@@ -99,3 +99,11 @@ def test_host_note_says_where_the_runs_ran(hosts, fragile, says):
 
     note = host_note(hosts, fragile)
     assert note.startswith(says) and all(f in note for f in fragile)
+
+
+def test_the_learned_claim_is_made_for_learned_arms_only():
+    """Plain rope, random and learned arms: the random-vs-RoPE claim and one learned-vs-RoPE claim, none for rope or
+    random themselves."""
+    ids = [c["id"] for c in S.claim_definitions(S.plain_specs(["rope", "random", "learned"]))]
+    assert ids.count("random_beats_rope") == 1
+    assert [i for i in ids if i.startswith("learned_stays_near_1x")] == ["learned_stays_near_1x"]
