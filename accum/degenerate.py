@@ -10,7 +10,10 @@ weighted chi-square, skewed and bounded below, where neither U's normal limit no
 jackknife's error scales with the realized |mean X|, so a realized mean near 0 gives a tiny error and a huge z).
 The V-statistic M |mean X|^2 = (M - 1) U + sum ||X_i||^2 / M tends to Q itself, and is >= 0 as Q is: at a few
 weights the U-statistic's own finite-sample values can fall below the limit's bound -sum w (a probability of 0, a
-deviate of -inf), the V-statistic's cannot.  ``deviates`` maps each point's probability P(Q <= value) under that law
+deviate of -inf), the V-statistic's cannot.  The window rows use it (``window_statistic``); the product norm's rows
+use (M - 1) U + sum w, their estimator keeping no sum of squares (with d^2 weights, or one per plane at the m = 2
+lattice, that bound lies far in the tail: their null was measured in ``tests/verify/test_quantitychecks.py`` and
+docs/verify.md).  ``deviates`` maps each point's probability P(Q <= value) under that law
 to a standard normal deviate, judged as N(0, 1).
 
 The covariances come from the closed-form one-step second moment S = E[A (x) A] (``ClosedForms.pair_operator``,
