@@ -305,7 +305,8 @@ def check_window(family: Family, rng: np.random.Generator, *, contexts: Sequence
     """
     t_min, t_max = contexts[0], contexts[-1]
     q, k = probe_pair(family.dim, rng)
-    weights = None if deterministic(family) else degenerate.score_weights(family, range(1, t_max), q, k)
+    exact = deterministic(family)
+    weights = None if exact else degenerate.score_weights(family, range(1, t_max), q, k)
     if weights is not None:  # E[A] = 0: each row as normal deviates of its statistic's weighted chi-square law
         law, source = "E[A] = 0, normal deviates of its weighted chi-square law", "closed form E[A (x) A]"
         counts = [window_samples(samples, t, t_max) for t in contexts] + [samples]
@@ -323,10 +324,9 @@ def check_window(family: Family, rng: np.random.Generator, *, contexts: Sequence
     growth, growth_se = mc.jackknife(lambda total, total_sq, n: est.window_width(total, total_sq, n, near, t_min),
                                      [sums, squares], sizes)
     grown, grown_se = pw[-1] - pw[0], math.hypot(pse[0], pse[-1])
-    exact = deterministic(family)
-    contrast = " (contrast: grows)" if family_name(family) == "rope" else ""
     kind = "exact" if exact else "statistical"
     ref = {} if exact else reference_for(preds[0], JACKKNIFE_GROUPS - 1)
+    contrast = " (contrast: grows)" if family_name(family) == "rope" else ""
     return [measurement("C2", family, f"window W(T), T={list(contexts)}, q != k", kind, w, se, pw, ests[0].n,
                         pred_stderr=pse, source=preds[0].source, floor=1e-9, **ref),
             measurement("C2", family, f"growth W({t_max}) - W({t_min}), paired, q != k{contrast}", kind, float(growth),

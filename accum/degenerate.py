@@ -105,7 +105,7 @@ def deviates(values: Sequence[float], weights: Sequence[np.ndarray]) -> np.ndarr
 
 
 def window_deviates(family: Family, rng: np.random.Generator, contexts: Sequence[int], counts: Sequence[int],
-                    q: np.ndarray, k: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, list[int]]:
+                    q: np.ndarray, k: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, list[int], list[float]]:
     """The window rows' deviates where E[A] = 0: W(T) at each T of ``contexts`` (counts[i] fresh paths of T steps,
     statistic over lags 1..T-1) and the paired growth W(T_max) - W(T_min) (counts[-1] paths of T_max steps, lags
     T_min..T_max-1), each ``window_statistic`` judged by ``deviates`` with the ``weights`` (E[s_Delta^2], Delta =

@@ -46,11 +46,11 @@ def quoted(path: Path, name: str) -> str:
     return match.group(1)
 
 
-def refresh(root: Path = ROOT) -> list[Path]:
-    """Rewrite every block under the repository ``root`` from its command's output; returns the files that changed."""
+def refresh() -> list[Path]:
+    """Rewrite every block from its command's output; returns the files that changed."""
     changed = []
     for relative, name, argv in BLOCKS:
-        path = root / relative
+        path = ROOT / relative
         text = path.read_text()
         new = block_pattern(name).sub(lambda m: f"<!-- {name}:start -->\n{command_output(argv)}<!-- {name}:end -->",
                                       text)

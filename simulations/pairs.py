@@ -137,7 +137,7 @@ class AnglePair:
         {0, pi}).
         """
         g = ((np.abs(self.minus - 1.0) <= FIXED_TOL).astype(float) + (np.abs(self.plus - 1.0) <= FIXED_TOL))
-        return float(np.max(np.diag(g).real)) / 2.0
+        return float(np.max(np.diag(g))) / 2.0
 
 
 def householder_samples(chunks: list) -> tuple[np.ndarray, np.ndarray]:
